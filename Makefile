@@ -1,0 +1,40 @@
+# ShardLab's front door. `make demo` and `make test` each install what is missing, configure,
+# build and run. Everything else is a convenience on top of CMake presets (CMakePresets.json).
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+BUILD   ?= build
+PRESET  ?= cpu
+SHARDLAB = $(BUILD)/bin/shardlab
+
+.PHONY: all deps configure build demo test bench cuda clean help
+
+all: build
+
+help:
+	@echo "make demo     install deps, build, run the DP vs FSDP demo on 4 local ranks"
+	@echo "make test     install deps, build, run every test (ctest)"
+	@echo "make cuda     configure and build the CUDA + NCCL configuration in build-cuda/"
+	@echo "make clean    remove build directories"
+
+deps:
+	@bash .ci/deps.sh
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake --preset $(PRESET)
+
+configure: deps $(BUILD)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	OPENBLAS_NUM_THREADS=1 $(SHARDLAB) demo
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+cuda: deps
+	cmake --preset cuda
+	cmake --build build-cuda -j $(JOBS)
+
+clean:
+	rm -rf build build-cuda build-debug build-asan build-tsan

@@ -1,0 +1,100 @@
+// Device: where a rank's tensors live and its math runs. Every allocation goes through the rank's
+// MemoryTracker under a category; buffers are move-only and free themselves.
+// CpuDevice (OpenBLAS) is the reference; CudaDevice (cuBLAS) implements the same interface.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "core/base/dtype.hpp"
+#include "core/memory/tracker.hpp"
+
+namespace shardlab {
+
+enum class DeviceKind : uint8_t { cpu, cuda };
+const char* device_kind_name(DeviceKind k);
+
+class Device;
+
+// An owned, tracked allocation. Move-only: a copy is an explicit Device::copy.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Device* dev, void* ptr, int64_t bytes, MemCategory c)
+      : dev_(dev), ptr_(ptr), bytes_(bytes), cat_(c) {}
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  ~Buffer() { reset(); }
+
+  void reset();  // frees now; the buffer becomes empty
+  void* data() const { return ptr_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  float* f32() const { return static_cast<float*>(ptr_); }
+  int64_t bytes() const { return bytes_; }
+  MemCategory category() const { return cat_; }
+  bool empty() const { return ptr_ == nullptr; }
+  Device* device() const { return dev_; }
+
+ private:
+  Device* dev_ = nullptr;
+  void* ptr_ = nullptr;
+  int64_t bytes_ = 0;
+  MemCategory cat_ = MemCategory::workspace;
+};
+
+class Device {
+ public:
+  explicit Device(MemoryTracker& tracker) : tracker_(tracker) {}
+  virtual ~Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  virtual DeviceKind kind() const = 0;
+  MemoryTracker& tracker() const { return tracker_; }
+
+  // Uninitialised memory charged to `c`; throws OutOfMemory past the tracker's capacity.
+  Buffer alloc(int64_t bytes, MemCategory c);
+  Buffer alloc_zeros(int64_t bytes, MemCategory c);
+
+  // Byte copies. `copy` is device to device; the host variants cross to and from host memory.
+  virtual void copy(void* dst, const void* src, int64_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, int64_t bytes) = 0;
+  virtual void copy_from_host(void* dst, const void* host_src, int64_t bytes) = 0;
+  virtual void fill_zero(void* dst, int64_t bytes) = 0;
+  // Waits until all work issued on this device has finished.
+  virtual void synchronize() = 0;
+
+  // Row-major GEMM: C(M,N) = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T.
+  // lda/ldb/ldc are row strides of A, B, C as stored.
+  virtual void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                    int lda, const float* B, int ldb, float beta, float* C, int ldc) = 0;
+  // The same GEMM on `batch` matrices, each `stride_*` elements after the previous one.
+  virtual void gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                            const float* A, int lda, int64_t stride_a, const float* B, int ldb,
+                            int64_t stride_b, float beta, float* C, int ldc, int64_t stride_c,
+                            int batch) = 0;
+
+ protected:
+  virtual void* raw_alloc(int64_t bytes) = 0;
+  virtual void raw_free(void* p) = 0;
+  friend class Buffer;
+
+ private:
+  MemoryTracker& tracker_;
+};
+
+// The CPU reference device. `blas_threads` OpenBLAS threads (1 per rank when ranks are threads).
+std::unique_ptr<Device> make_cpu_device(MemoryTracker& tracker);
+// Sets OpenBLAS's thread count for the whole process (ranks as threads want 1).
+void set_blas_threads(int n);
+
+// The CUDA device for GPU `ordinal`; throws Error "built without CUDA" or "no CUDA device".
+std::unique_ptr<Device> make_cuda_device(MemoryTracker& tracker, int ordinal);
+// Number of usable CUDA devices; 0 when built without CUDA or when no driver or GPU is present.
+int cuda_device_count();
+
+}  // namespace shardlab

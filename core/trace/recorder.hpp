@@ -1,0 +1,91 @@
+// Recorder: one per rank; every allocation, free, collective, compute span, unit state change and
+// step is reported here as one event. Events are buffered in memory and written to the run
+// directory's rank<R>.jsonl by flush() (called at step boundaries) so the hot path does no I/O.
+//
+// Event schema (one JSON object per line; "t" is ns since run start on the shared clock):
+//   {"t":..,"rank":R,"kind":"mem","category":"params","bytes":+/-n,"cat_total":n,"total":n}
+//   {"t":..,"rank":R,"kind":"span","lane":"compute"|"comm","op":"forward","unit":u,"bytes":n,
+//    "dtype":"f32","t_issue":..,"t_start":..,"t_end":..,"t_wait":..}
+//   {"t":..,"rank":R,"kind":"unit","unit":u,"state":"sharded"|"gathering"|"unsharded"|"resharded"}
+//   {"t":..,"rank":R,"kind":"step","step":s,"loss":x,"tokens":n,"step_time":seconds}
+//   {"t":..,"rank":R,"kind":"mark","text":"..."}
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/base/dtype.hpp"
+#include "core/memory/tracker.hpp"
+
+namespace shardlab {
+
+enum class Lane : uint8_t { compute, comm };
+enum class UnitState : uint8_t { sharded, gathering, unsharded, resharded };
+const char* lane_name(Lane l);
+const char* unit_state_name(UnitState s);
+
+// The run's clock: ns since the run started, shared by every rank of the process. For MPI, each
+// process sets its start right after a barrier so ranks line up.
+int64_t trace_now_ns();
+void trace_reset_clock();
+
+class Recorder {
+ public:
+  // A recorder appending to `jsonl_path`; an empty path keeps events in memory only (tests).
+  Recorder(int rank, const std::string& jsonl_path);
+  // A recorder that drops everything (tracing off): every call is a cheap early return.
+  static std::unique_ptr<Recorder> disabled(int rank);
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  bool enabled() const { return enabled_; }
+  int rank() const { return rank_; }
+
+  // Connects a tracker: every change it makes becomes a mem event.
+  void attach(MemoryTracker& tracker);
+
+  void mem(const MemoryTracker::Change& c);
+  // t_wait: when the caller waited on an async collective (-1 for blocking or compute spans).
+  void span(Lane lane, const char* op, int unit, int64_t bytes, DType dtype, int64_t t_issue,
+            int64_t t_start, int64_t t_end, int64_t t_wait = -1);
+  void unit(int unit, UnitState s);
+  void step(int step, double loss, int64_t tokens, double step_time_s);
+  void mark(const std::string& text);
+
+  // Writes buffered events to the file and flushes it. Called at step boundaries and at the end.
+  void flush();
+
+  // Events recorded so far (all of them when the path is empty; the unflushed tail otherwise).
+  // Tests use it to compare with what was written.
+  int64_t event_count() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int rank_;
+  bool enabled_;
+};
+
+// A compute span from construction to destruction: ScopedSpan s(rec, "forward", unit);
+class ScopedSpan {
+ public:
+  ScopedSpan(Recorder* rec, const char* op, int unit = -1, int64_t bytes = 0)
+      : rec_(rec && rec->enabled() ? rec : nullptr), op_(op), unit_(unit), bytes_(bytes),
+        t0_(rec_ ? trace_now_ns() : 0) {}
+  ~ScopedSpan() {
+    if (rec_) rec_->span(Lane::compute, op_, unit_, bytes_, DType::f32, t0_, t0_, trace_now_ns());
+  }
+  ScopedSpan(const ScopedSpan&) = delete;
+  ScopedSpan& operator=(const ScopedSpan&) = delete;
+
+ private:
+  Recorder* rec_;
+  const char* op_;
+  int unit_;
+  int64_t bytes_;
+  int64_t t0_;
+};
+
+}  // namespace shardlab
