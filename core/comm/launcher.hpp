@@ -1,0 +1,61 @@
+// The launcher starts the ranks of a run and hands each one its context. The same training code
+// runs under every backend:
+//   local: `--ranks N` starts N threads in this process (the default; no setup)
+//   mpi:   under `mpirun -np N`, each process is one rank
+//   nccl:  one thread per GPU in this process (CUDA builds)
+// If any rank throws, the others are released from their collectives (CommError) and launch()
+// rethrows the first failure as RankFailure naming the rank and its message.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/base/error.hpp"
+#include "core/comm/communicator.hpp"
+#include "core/device/device.hpp"
+#include "core/memory/tracker.hpp"
+
+namespace shardlab {
+
+class Recorder;
+
+// Everything one rank owns. Lives for the duration of the rank function.
+struct RankContext {
+  int rank = 0;
+  int world = 1;
+  MemoryTracker* tracker = nullptr;
+  Device* device = nullptr;
+  Communicator* comm = nullptr;
+  Recorder* recorder = nullptr;  // never null: a disabled recorder when tracing is off
+};
+
+struct LaunchOptions {
+  std::string backend = "local";  // local | mpi | nccl
+  int ranks = 1;                  // local and nccl; mpi takes the size from mpirun
+  std::string device = "cpu";     // cpu | cuda
+  int64_t mem_limit = 0;          // per-rank tracker capacity in bytes, 0 = unlimited
+  // Called once per rank after its tracker exists and before fn runs: makes the rank's recorder
+  // (e.g. appending to <run_dir>/rank<R>.jsonl). Null: a disabled recorder.
+  std::function<std::unique_ptr<Recorder>(int rank)> make_recorder;
+};
+
+// A rank failed; what() is "rank R: <its message>".
+class RankFailure : public Error {
+ public:
+  RankFailure(int rank, const std::string& msg) : Error(msg), rank_(rank) {}
+  int rank() const { return rank_; }
+
+ private:
+  int rank_;
+};
+
+// Runs fn on every rank and returns when all are done. Throws RankFailure for the first rank that
+// failed (others are unblocked and their secondary CommErrors are not reported).
+void launch(const LaunchOptions& opts, const std::function<void(RankContext&)>& fn);
+
+// True when this process was started by mpirun (OMPI_COMM_WORLD_SIZE or PMI_SIZE set).
+bool under_mpirun();
+
+}  // namespace shardlab

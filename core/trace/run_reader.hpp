@@ -1,0 +1,96 @@
+// RunReader: reads a run directory (meta.json, rank<R>.jsonl, summary.json) into memory, and keeps
+// reading as the files grow, so the viewer can follow a run live. It tolerates a run that has not
+// started, a truncated last line (kept for the next poll), and files that disappear; problems are
+// reported in `status`, never thrown, once the directory has been opened.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/memory/tracker.hpp"
+#include "core/trace/recorder.hpp"
+
+namespace shardlab {
+
+struct MemEvent {
+  int64_t t;
+  MemCategory category;
+  int64_t bytes;      // signed change
+  int64_t cat_total;  // the category after the change
+  int64_t total;      // the rank after the change
+};
+
+struct SpanEvent {
+  Lane lane;
+  std::string op;  // forward, backward, optimizer, all_gather, reduce_scatter, all_reduce, ...
+  int unit;
+  int64_t bytes;
+  DType dtype;
+  int64_t t_issue, t_start, t_end, t_wait;  // t_wait -1 when none
+};
+
+struct UnitEvent {
+  int64_t t;
+  int unit;
+  UnitState state;
+};
+
+struct StepEvent {
+  int64_t t;
+  int step;
+  double loss;
+  int64_t tokens;
+  double step_time;
+};
+
+struct MarkEvent {
+  int64_t t;
+  std::string text;
+};
+
+struct RankTrace {
+  std::vector<MemEvent> mem;
+  std::vector<SpanEvent> spans;
+  std::vector<UnitEvent> units;
+  std::vector<StepEvent> steps;
+  std::vector<MarkEvent> marks;
+  int64_t t_last = 0;  // latest timestamp seen on this rank
+};
+
+struct RunData {
+  std::string dir;
+  nlohmann::json meta;     // empty object until meta.json exists
+  nlohmann::json summary;  // empty object until summary.json exists (the run finished)
+  std::vector<RankTrace> ranks;
+  bool finished() const { return !summary.empty(); }
+};
+
+class RunReader {
+ public:
+  // Throws IoError if `dir` does not exist and `wait_for_start` is false.
+  explicit RunReader(std::string dir, bool wait_for_start = false);
+  // Reads whatever is new. Returns true when anything changed. Never throws for file problems.
+  bool poll();
+  const RunData& data() const { return data_; }
+  // A human-readable line about the latest problem ("waiting for meta.json", "run directory
+  // removed", "rank1.jsonl:57: skipped malformed line"), empty when all is well.
+  const std::string& status() const { return status_; }
+
+ private:
+  struct FileState {
+    int64_t offset = 0;
+    std::string partial;  // an incomplete last line, completed by a later poll
+    int64_t line_no = 0;
+  };
+  RunData data_;
+  std::vector<FileState> files_;
+  std::string status_;
+};
+
+// Reads a whole finished run once (tests, reports). Throws IoError naming the file on failure.
+RunData read_run(const std::string& dir);
+
+}  // namespace shardlab
