@@ -6,10 +6,9 @@
 // Softmax backward, per row: dS = P * (dP - sum_j P_j dP_j) (derivation in docs/model.md).
 #pragma once
 
-#include <math.h>  // expf, logf, sqrtf, tanhf: the C names exist on host and device alike
-
 #include "core/base/hd.hpp"
 #include "core/device/device.hpp"
+#include "core/kernels/fastmath.hpp"
 
 namespace shardlab {
 
@@ -20,7 +19,7 @@ SL_HD void attention_softmax_row(float* row /* (T) */, int t, int T) {
   for (int j = 1; j <= t; ++j) mx = row[j] > mx ? row[j] : mx;
   float sum = 0.0f;
   for (int j = 0; j <= t; ++j) {
-    row[j] = expf(row[j] - mx);
+    row[j] = exp_nonpos_approx(row[j] - mx);
     sum += row[j];
   }
   float inv = 1.0f / sum;

@@ -4,7 +4,7 @@
 //   dx = rstd * (g - mean(g) - n * mean(g * n)),  dweight += dout * n,  dbias += dout.
 #pragma once
 
-#include <math.h>  // expf, logf, sqrtf, tanhf: the C names exist on host and device alike
+#include <math.h>  // sqrtf: the C name exists on host and device alike
 
 #include "core/base/hd.hpp"
 #include "core/device/device.hpp"
