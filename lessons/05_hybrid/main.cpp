@@ -205,11 +205,12 @@ int main(int argc, char** argv) {
     lesson.expect_comm("reduce_scatter in group", "4Ψ'(G-1)/G", 4 * psi_pad * (G - 1) / G);
     lesson.expect_comm("all_reduce across groups", "2·4(Ψ'/G)(R-1)/R", ar);
 
-    // ---- replicas of a shard agree bit for bit; the loss only within rounding (the sums differ)
+    // ---- replicas of a shard agree bit for bit; the loss only within rounding: the mean of group
+    // means sums in another order than lesson 1, except at the edges G = 1 and G = N
     bool same = true;
     for (int r = 0; r < N; ++r) same &= lesson.results()[r].fingerprint == lesson.results()[r % G].fingerprint;
     lesson.check(same, "the replicas of every shard end with the same weights, bit for bit");
-    lesson.compare_losses("lesson 1", lesson1_losses(opt, N), 1e-4);
+    lesson.compare_losses("lesson 1", lesson1_losses(opt, N), G == 1 || G == N ? 0.0 : 1e-4);
     return lesson.finish();
   });
 }
