@@ -38,3 +38,47 @@ cuda: deps
 
 clean:
 	rm -rf build build-cuda build-debug build-asan build-tsan
+
+# ---- lessons (lessons/, docs/lessons/; this block belongs to the lessons) ------------------------
+# make lesson N=3 [ARGS="--ranks 8"]   build and run lesson 3
+# make lessons-table                   run all five on one model (N=4, G=2) -> docs/lessons/table.md
+# make lesson-diffs                    docs/lessons/diffs/NN.diff: each lesson against the previous one
+# make lesson-figures                  redraw docs/lessons/img/*.png (needs /usr/bin/python3 + matplotlib)
+LESSONS       = 01_data_parallel 02_sharded_params 03_sharded_grads 04_sharded_optimizer 05_hybrid
+N            ?= 1
+LESSON        = $(filter 0$(N)_%,$(LESSONS))
+TABLE_ARGS    = --model small --steps 10 --ranks 4
+.PHONY: lesson lessons lessons-table lesson-diffs lesson-figures
+
+lesson: configure
+	@test -n "$(LESSON)" || { echo "make lesson N=<1..5>: no lesson $(N)"; exit 2; }
+	cmake --build $(BUILD) -j $(JOBS) --target lesson_$(LESSON)
+	OPENBLAS_NUM_THREADS=1 $(BUILD)/bin/lesson_$(LESSON) $(ARGS)
+
+lessons: configure
+	cmake --build $(BUILD) -j $(JOBS) $(foreach l,$(LESSONS),--target lesson_$(l))
+
+lessons-table: lessons
+	@mkdir -p $(BUILD)/lessons-table
+	@set -e; for l in $(LESSONS); do \
+	  extra=; case $$l in 05_*) extra="--group 2";; esac; \
+	  echo "== lesson_$$l $(TABLE_ARGS) $$extra"; \
+	  OPENBLAS_NUM_THREADS=1 $(BUILD)/bin/lesson_$$l $(TABLE_ARGS) $$extra \
+	    --json $(BUILD)/lessons-table/$$l.json > $(BUILD)/lessons-table/$$l.txt \
+	    || { cat $(BUILD)/lessons-table/$$l.txt; exit 1; }; \
+	done
+	python3 lessons/tools/lessons_table.py "make lessons-table" $(BUILD)/lessons-table/*.json \
+	  > docs/lessons/table.md
+	@cat docs/lessons/table.md
+
+lesson-diffs:
+	@mkdir -p docs/lessons/diffs
+	@set -e; prev=; for l in $(LESSONS); do \
+	  if [ -n "$$prev" ]; then \
+	    diff -u lessons/$$prev/main.cpp lessons/$$l/main.cpp > docs/lessons/diffs/$${l%%_*}.diff \
+	      || [ $$? -eq 1 ]; \
+	    echo "docs/lessons/diffs/$${l%%_*}.diff: $$prev -> $$l"; \
+	  fi; prev=$$l; done
+
+lesson-figures:
+	/usr/bin/python3 lessons/tools/draw_figures.py docs/lessons/img
