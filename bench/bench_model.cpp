@@ -6,7 +6,8 @@
 //   6 * P * B * T             every parameter in one multiply-add forward, two backward
 //                             (P = all parameters; wte does the tied head's matmul; wpe, biases
 //                             and LayerNorm, ~1% of P for `medium`, are counted but do no matmul)
-// + 12 * L * B * T^2 * C      attention QK^T and PV, forward 4 B T^2 C per layer, backward twice that
+// + 12 * L * B * T^2 * C      attention QK^T and PV, forward 4 B T^2 C per layer, backward twice
+// that
 //                             (full T x T: the GEMMs do not skip the causal upper triangle)
 //
 // Rates are per CPU time of the benchmark thread: with one BLAS thread all the work runs on it, so
@@ -55,11 +56,12 @@ void BM_TrainStep(benchmark::State& state, const char* preset) {
   }
   state.counters["FLOP/s"] =
       benchmark::Counter(step_flops(cfg, B, T), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(B) * T,
-                                                  benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(B) * T, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["params"] = static_cast<double>(cfg.num_params());
   state.counters["loss"] = loss;
-  state.counters["peak_MiB"] = benchmark::Counter(static_cast<double>(tracker.peak_total()) / (1 << 20));
+  state.counters["peak_MiB"] =
+      benchmark::Counter(static_cast<double>(tracker.peak_total()) / (1 << 20));
 }
 
 void BM_Sgemm(benchmark::State& state) {
@@ -68,7 +70,8 @@ void BM_Sgemm(benchmark::State& state) {
   MemoryTracker tracker(0);
   auto dev = make_cpu_device(tracker);
   const int64_t bytes = static_cast<int64_t>(n) * n * 4;
-  Buffer a = dev->alloc(bytes, MemCategory::workspace), b = dev->alloc(bytes, MemCategory::workspace);
+  Buffer a = dev->alloc(bytes, MemCategory::workspace),
+         b = dev->alloc(bytes, MemCategory::workspace);
   Buffer c = dev->alloc_zeros(bytes, MemCategory::workspace);
   for (int64_t i = 0; i < static_cast<int64_t>(n) * n; ++i) {
     a.f32()[i] = static_cast<float>(i % 7) * 0.1f;

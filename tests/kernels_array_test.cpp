@@ -59,7 +59,8 @@ TEST_F(ArrayKernelTest, AdamWMatchesClosedFormOverSteps) {
   const float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
   std::vector<float> p = {0.5f, -1.0f, 2.0f}, m(3, 0.0f), v(3, 0.0f);
   std::vector<double> pd(p.begin(), p.end()), md(3, 0.0), vd(3, 0.0);
-  const std::vector<std::vector<float>> grads = {{0.1f, -0.2f, 0.0f}, {0.3f, 0.1f, -1.0f}, {-0.2f, 0.0f, 0.5f}};
+  const std::vector<std::vector<float>> grads = {
+      {0.1f, -0.2f, 0.0f}, {0.3f, 0.1f, -1.0f}, {-0.2f, 0.0f, 0.5f}};
   for (int t = 1; t <= 3; ++t) {
     const auto& g = grads[t - 1];
     adamw_update(*dev, p.data(), g.data(), m.data(), v.data(), 3, lr, b1, b2, eps, wd, t);
@@ -75,8 +76,9 @@ TEST_F(ArrayKernelTest, AdamWMatchesClosedFormOverSteps) {
   std::vector<float> q = {1.0f}, mq = {0}, vq = {0}, gq = {1e-3f};
   adamw_update(*dev, q.data(), gq.data(), mq.data(), vq.data(), 1, 0.1f, b1, b2, 0.0f, 0.0f, 1);
   EXPECT_NEAR(q[0], 0.9f, 1e-6);
-  EXPECT_THROW(adamw_update(*dev, q.data(), gq.data(), mq.data(), vq.data(), 1, 0.1f, b1, b2, eps, 0, 0),
-               InvalidArgument);
+  EXPECT_THROW(
+      adamw_update(*dev, q.data(), gq.data(), mq.data(), vq.data(), 1, 0.1f, b1, b2, eps, 0, 0),
+      InvalidArgument);
 }
 
 TEST_F(ArrayKernelTest, SgdMomentumMatchesClosedForm) {

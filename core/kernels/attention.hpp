@@ -47,9 +47,9 @@ void attention_softmax_backward(Device& dev, float* dpre /* (BH, T, T) */,
 void attention_forward(Device& dev, float* out /* (B, T, C) */, float* att /* (B, NH, T, T) */,
                        const float* qkv /* (B, T, 3C) */, int B, int T, int C, int NH);
 // dqkv overwritten. Scratch: one (NH, T, T) buffer under MemCategory::workspace.
-void attention_backward(Device& dev, float* dqkv /* (B, T, 3C) */, const float* dout /* (B, T, C) */,
-                        const float* qkv /* (B, T, 3C) */, const float* att /* (B, NH, T, T) */,
-                        int B, int T, int C, int NH);
+void attention_backward(Device& dev, float* dqkv /* (B, T, 3C) */,
+                        const float* dout /* (B, T, C) */, const float* qkv /* (B, T, 3C) */,
+                        const float* att /* (B, NH, T, T) */, int B, int T, int C, int NH);
 
 #if SHARDLAB_WITH_CUDA
 namespace cuda {

@@ -17,9 +17,10 @@ namespace shardlab {
 // e^r by a degree-6 polynomial, 2^n built in the exponent bits.
 SL_HD float exp_nonpos_approx(float y) {
   int32_t a = static_cast<int32_t>(f32_bits(y) & 0x7fffffffu);  // |y|: positive floats sort as ints
-  a = a > 0x42ae0000 ? 0x42ae0000 : a;                           // min(|y|, 87.0f)
+  a = a > 0x42ae0000 ? 0x42ae0000 : a;                          // min(|y|, 87.0f)
   float x = -bits_f32(static_cast<uint32_t>(a));
-  int n = -static_cast<int>(0.5f - x * 1.44269504088896341f);  // round(x log2 e), truncation is SIMD
+  int n =
+      -static_cast<int>(0.5f - x * 1.44269504088896341f);  // round(x log2 e), truncation is SIMD
   float nf = static_cast<float>(n);
   float r = x - nf * 0.693359375f + nf * 2.12194440e-4f;  // ln2 in two parts: nf * hi is exact
   float p = 1.9875691500e-4f;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <math.h>  // sqrtf: the C name exists on host and device alike
+
 #include <cstdint>
 
 #include "core/base/hd.hpp"
