@@ -75,7 +75,8 @@ lesson-diffs:
 	@mkdir -p docs/lessons/diffs
 	@set -e; prev=; for l in $(LESSONS); do \
 	  if [ -n "$$prev" ]; then \
-	    diff -u lessons/$$prev/main.cpp lessons/$$l/main.cpp > docs/lessons/diffs/$${l%%_*}.diff \
+	    diff -u --label lessons/$$prev/main.cpp --label lessons/$$l/main.cpp \
+	      lessons/$$prev/main.cpp lessons/$$l/main.cpp > docs/lessons/diffs/$${l%%_*}.diff \
 	      || [ $$? -eq 1 ]; \
 	    echo "docs/lessons/diffs/$${l%%_*}.diff: $$prev -> $$l"; \
 	  fi; prev=$$l; done

@@ -51,8 +51,8 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
     ScopedSpan s(rec, "forward");
     embedding_forward(dev, cfg, a.x(0), a.tokens(), root, B, T);
     for (int l = 0; l < L; ++l)
-      block_forward(dev, cfg, a.x(l + 1), a.blocks[l], a.x(l), units[block_unit(l)].params.f32(),
-                    B, T);
+      block_forward(dev, cfg, a.x(l + 1), a.blocks[l], a.x(l), units[block_unit(l)].params.f32(), B,
+                    T);
     loss = head_forward(dev, cfg, a.head, a.x(L), a.targets(), root, B, T);
   }
   {
@@ -118,9 +118,11 @@ int main(int argc, char** argv) {
     for (int u = 0; u < num_units(cfg); ++u) ar += 2 * 4 * unit_layout(cfg, u).numel * (N - 1) / N;
     lesson.expect_comm("all_reduce", "2·4Ψ(N-1)/N", ar);
 
-    // ---- the replicas stayed identical, and the loss curve: core's reference GPT with the same recipe, and one rank on the whole batch
+    // ---- the replicas stayed identical, and the loss curve: core's reference GPT with the same
+    // recipe, and one rank on the whole batch
     bool same = true;
-    for (const RankResult& r : lesson.results()) same &= r.fingerprint == lesson.results()[0].fingerprint;
+    for (const RankResult& r : lesson.results())
+      same &= r.fingerprint == lesson.results()[0].fingerprint;
     lesson.check(same, "every replica ends with the same weights, bit for bit");
     lesson.compare_losses("N replicas of core's reference GPT", lesson1_losses(opt, N), 0.0);
     if (N > 1) lesson.compare_losses("one rank on the whole batch", lesson1_losses(opt, 1), 1e-4);

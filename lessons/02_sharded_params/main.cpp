@@ -12,8 +12,9 @@ using namespace shardlab::lessons;
 
 namespace {
 
-const LessonInfo kInfo = {2, "sharded parameters", "lesson02_sharded_params",
-                          "Parameters live as shards, gathered per unit before use and freed after."};
+const LessonInfo kInfo = {
+    2, "sharded parameters", "lesson02_sharded_params",
+    "Parameters live as shards, gathered per unit before use and freed after."};
 
 // Rank r of N owns elements [r*S, (r+1)*S) of a unit's flat buffer padded to N*S elements.
 struct Shard {
@@ -91,7 +92,7 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
       block_forward(dev, cfg, a.x(l + 1), a.blocks[l], a.x(l), gather(ctx, units[u], u), B, T);
       reshard(ctx, units[u], u);
     }
-    // The head uses the root again (the LM head is tied to wte); it stays gathered for its backward.
+    // The head uses the root again (the LM head is tied to wte) and keeps it for its backward.
     loss = head_forward(dev, cfg, a.head, a.x(L), a.targets(), gather(ctx, root, kRootUnit), B, T);
   }
   {
@@ -103,8 +104,8 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
     for (int l = L - 1; l >= 0; --l) {
       const int u = block_unit(l);
       Unit& unit = units[u];
-      block_backward(dev, cfg, a.dx(), unit.grads.f32(), a.dx(), a.blocks[l], a.x(l),
-                     gather(ctx, unit, u), B, T);
+      const float* w = gather(ctx, unit, u);
+      block_backward(dev, cfg, a.dx(), unit.grads.f32(), a.dx(), a.blocks[l], a.x(l), w, B, T);
       reshard(ctx, unit, u);
     }
     embedding_backward(dev, cfg, droot, a.tokens(), a.dx(), B, T);  // needs no parameters
@@ -117,8 +118,8 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
   ScopedSpan s(rec, "optimizer");
   for (Unit& u : units) {
     const int64_t o = u.shard.offset;
-    adamw_update(dev, u.params.f32(), u.grads.f32() + o, u.m.f32() + o, u.v.f32() + o,
-                 u.shard.real, opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step + 1);
+    adamw_update(dev, u.params.f32(), u.grads.f32() + o, u.m.f32() + o, u.v.f32() + o, u.shard.real,
+                 opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step + 1);
   }
   return loss;
 }

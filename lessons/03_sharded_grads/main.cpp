@@ -76,7 +76,8 @@ void reshard(RankContext& ctx, Unit& unit, int u) {
 
 // A zeroed, padded buffer for the unit's whole gradient; backward accumulates into it.
 float* start_grad(RankContext& ctx, Unit& unit) {
-  unit.dfull = ctx.device->alloc_zeros(unit.shard.size * ctx.world * 4, MemCategory::grads_unsharded);
+  unit.dfull =
+      ctx.device->alloc_zeros(unit.shard.size * ctx.world * 4, MemCategory::grads_unsharded);
   return unit.dfull.f32();
 }
 
@@ -107,7 +108,7 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
       block_forward(dev, cfg, a.x(l + 1), a.blocks[l], a.x(l), gather(ctx, units[u], u), B, T);
       reshard(ctx, units[u], u);
     }
-    // The head uses the root again (the LM head is tied to wte); it stays gathered for its backward.
+    // The head uses the root again (the LM head is tied to wte) and keeps it for its backward.
     loss = head_forward(dev, cfg, a.head, a.x(L), a.targets(), gather(ctx, root, kRootUnit), B, T);
   }
   {
@@ -119,8 +120,9 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
     for (int l = L - 1; l >= 0; --l) {
       const int u = block_unit(l);
       Unit& unit = units[u];
-      block_backward(dev, cfg, a.dx(), start_grad(ctx, unit), a.dx(), a.blocks[l], a.x(l),
-                     gather(ctx, unit, u), B, T);
+      const float* w = gather(ctx, unit, u);
+      float* dw = start_grad(ctx, unit);
+      block_backward(dev, cfg, a.dx(), dw, a.dx(), a.blocks[l], a.x(l), w, B, T);
       reshard(ctx, unit, u);
       reduce_grad(ctx, unit, u);
     }
@@ -131,8 +133,8 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
   ScopedSpan s(rec, "optimizer");
   for (Unit& u : units) {
     const int64_t o = u.shard.offset;
-    adamw_update(dev, u.params.f32(), u.grads.f32(), u.m.f32() + o, u.v.f32() + o,
-                 u.shard.real, opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step + 1);
+    adamw_update(dev, u.params.f32(), u.grads.f32(), u.m.f32() + o, u.v.f32() + o, u.shard.real,
+                 opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step + 1);
   }
   return loss;
 }

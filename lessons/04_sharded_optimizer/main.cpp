@@ -11,9 +11,10 @@ using namespace shardlab::lessons;
 
 namespace {
 
-const LessonInfo kInfo = {4, "sharded optimizer", "full_shard",
-                          "Adam state for the local shard only: parameters, gradients and optimizer "
-                          "all sharded."};
+const LessonInfo kInfo = {
+    4, "sharded optimizer", "full_shard",
+    "Adam state for the local shard only: parameters, gradients and optimizer "
+    "all sharded."};
 
 // Rank r of N owns elements [r*S, (r+1)*S) of a unit's flat buffer padded to N*S elements.
 struct Shard {
@@ -76,7 +77,8 @@ void reshard(RankContext& ctx, Unit& unit, int u) {
 
 // A zeroed, padded buffer for the unit's whole gradient; backward accumulates into it.
 float* start_grad(RankContext& ctx, Unit& unit) {
-  unit.dfull = ctx.device->alloc_zeros(unit.shard.size * ctx.world * 4, MemCategory::grads_unsharded);
+  unit.dfull =
+      ctx.device->alloc_zeros(unit.shard.size * ctx.world * 4, MemCategory::grads_unsharded);
   return unit.dfull.f32();
 }
 
@@ -107,7 +109,7 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
       block_forward(dev, cfg, a.x(l + 1), a.blocks[l], a.x(l), gather(ctx, units[u], u), B, T);
       reshard(ctx, units[u], u);
     }
-    // The head uses the root again (the LM head is tied to wte); it stays gathered for its backward.
+    // The head uses the root again (the LM head is tied to wte) and keeps it for its backward.
     loss = head_forward(dev, cfg, a.head, a.x(L), a.targets(), gather(ctx, root, kRootUnit), B, T);
   }
   {
@@ -119,8 +121,9 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
     for (int l = L - 1; l >= 0; --l) {
       const int u = block_unit(l);
       Unit& unit = units[u];
-      block_backward(dev, cfg, a.dx(), start_grad(ctx, unit), a.dx(), a.blocks[l], a.x(l),
-                     gather(ctx, unit, u), B, T);
+      const float* w = gather(ctx, unit, u);
+      float* dw = start_grad(ctx, unit);
+      block_backward(dev, cfg, a.dx(), dw, a.dx(), a.blocks[l], a.x(l), w, B, T);
       reshard(ctx, unit, u);
       reduce_grad(ctx, unit, u);
     }
@@ -130,8 +133,8 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
   // Weights, gradients and moments are shards of the same range: AdamW is local, no offsets.
   ScopedSpan s(rec, "optimizer");
   for (Unit& u : units) {
-    adamw_update(dev, u.params.f32(), u.grads.f32(), u.m.f32(), u.v.f32(),
-                 u.shard.real, opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step + 1);
+    adamw_update(dev, u.params.f32(), u.grads.f32(), u.m.f32(), u.v.f32(), u.shard.real, opt.lr,
+                 opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step + 1);
   }
   return loss;
 }

@@ -71,8 +71,8 @@ std::vector<Unit> build_shards(RankContext& ctx, Mesh& mesh, const GPTConfig& cf
 // the whole padded flat buffer. Nothing crosses groups: every group holds a whole copy.
 const float* gather(RankContext& ctx, Mesh& mesh, Unit& unit, int u) {
   ctx.recorder->unit(u, UnitState::gathering);
-  unit.full = ctx.device->alloc(unit.shard.size * mesh.group->size() * 4,
-                                MemCategory::params_unsharded);
+  unit.full =
+      ctx.device->alloc(unit.shard.size * mesh.group->size() * 4, MemCategory::params_unsharded);
   mesh.group->all_gather(unit.params.data(), unit.full.data(), unit.shard.size, DType::f32, false,
                          {u, "params"});
   ctx.recorder->unit(u, UnitState::unsharded);
@@ -119,11 +119,13 @@ float train_step(RankContext& ctx, Mesh& mesh, const LessonOptions& opt, const G
     reshard(ctx, root, kRootUnit);
     for (int l = 0; l < L; ++l) {
       const int u = block_unit(l);
-      block_forward(dev, cfg, a.x(l + 1), a.blocks[l], a.x(l), gather(ctx, mesh, units[u], u), B, T);
+      block_forward(dev, cfg, a.x(l + 1), a.blocks[l], a.x(l), gather(ctx, mesh, units[u], u), B,
+                    T);
       reshard(ctx, units[u], u);
     }
-    // The head uses the root again (the LM head is tied to wte); it stays gathered for its backward.
-    loss = head_forward(dev, cfg, a.head, a.x(L), a.targets(), gather(ctx, mesh, root, kRootUnit), B, T);
+    // The head uses the root again (the LM head is tied to wte) and keeps it for its backward.
+    loss = head_forward(dev, cfg, a.head, a.x(L), a.targets(), gather(ctx, mesh, root, kRootUnit),
+                        B, T);
   }
   {
     ScopedSpan s(rec, "backward");
@@ -134,8 +136,9 @@ float train_step(RankContext& ctx, Mesh& mesh, const LessonOptions& opt, const G
     for (int l = L - 1; l >= 0; --l) {
       const int u = block_unit(l);
       Unit& unit = units[u];
-      block_backward(dev, cfg, a.dx(), start_grad(ctx, mesh, unit), a.dx(), a.blocks[l], a.x(l),
-                     gather(ctx, mesh, unit, u), B, T);
+      const float* w = gather(ctx, mesh, unit, u);
+      float* dw = start_grad(ctx, mesh, unit);
+      block_backward(dev, cfg, a.dx(), dw, a.dx(), a.blocks[l], a.x(l), w, B, T);
       reshard(ctx, unit, u);
       reduce_grad(mesh, unit, u);
     }
@@ -145,8 +148,8 @@ float train_step(RankContext& ctx, Mesh& mesh, const LessonOptions& opt, const G
   // Weights, gradients and moments are shards of the same range: AdamW is local, no offsets.
   ScopedSpan s(rec, "optimizer");
   for (Unit& u : units) {
-    adamw_update(dev, u.params.f32(), u.grads.f32(), u.m.f32(), u.v.f32(),
-                 u.shard.real, opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step + 1);
+    adamw_update(dev, u.params.f32(), u.grads.f32(), u.m.f32(), u.v.f32(), u.shard.real, opt.lr,
+                 opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step + 1);
   }
   return loss;
 }
@@ -208,7 +211,8 @@ int main(int argc, char** argv) {
     // ---- replicas of a shard agree bit for bit; the loss only within rounding: the mean of group
     // means sums in another order than lesson 1, except at the edges G = 1 and G = N
     bool same = true;
-    for (int r = 0; r < N; ++r) same &= lesson.results()[r].fingerprint == lesson.results()[r % G].fingerprint;
+    for (int r = 0; r < N; ++r)
+      same &= lesson.results()[r].fingerprint == lesson.results()[r % G].fingerprint;
     lesson.check(same, "the replicas of every shard end with the same weights, bit for bit");
     lesson.compare_losses("lesson 1", lesson1_losses(opt, N), G == 1 || G == N ? 0.0 : 1e-4);
     return lesson.finish();

@@ -72,7 +72,8 @@ class MarkovTokens {
 
   int next(int tok, double u) const {
     for (int k = 0; k < kSuccessors; ++k) {
-      if (u < kProbs[k] || k == kSuccessors - 1) return next_[static_cast<size_t>(tok) * kSuccessors + k];
+      if (u < kProbs[k] || k == kSuccessors - 1)
+        return next_[static_cast<size_t>(tok) * kSuccessors + k];
       u -= kProbs[k];
     }
     return tok;

@@ -9,11 +9,10 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/comm/launcher.hpp"
 #include "core/model/params.hpp"
@@ -46,8 +45,8 @@ class Lesson {
       : info_(info), opt_(parse_options(argc, argv, info)), cfg_(opt_.config()) {
     std::printf("lesson %d: %s\n  %s\n", info_.number, info_.title, info_.idea);
     std::printf("  model %s; %d ranks (local backend); %d steps of %d x %d tokens; seed %" PRIu64
-                "\n\n", cfg_.describe().c_str(), opt_.ranks, opt_.steps, opt_.batch, opt_.seq,
-                opt_.seed);
+                "\n\n",
+                cfg_.describe().c_str(), opt_.ranks, opt_.steps, opt_.batch, opt_.seq, opt_.seed);
   }
 
   const LessonOptions& options() const { return opt_; }
@@ -56,11 +55,11 @@ class Lesson {
 
   // Runs fn on every rank (threads), recording into the run directory.
   void run(const std::function<void(RankContext&, RankResult&)>& fn) {
-    nlohmann::json meta = {{"lesson", info_.number}, {"title", info_.title},
-                           {"strategy", info_.strategy}, {"world_size", opt_.ranks},
-                           {"backend", "local"}, {"params", cfg_.num_params()},
-                           {"model", cfg_.describe()}, {"steps", opt_.steps},
-                           {"batch", opt_.batch}, {"seq", opt_.seq}, {"seed", opt_.seed}};
+    nlohmann::json meta = {
+        {"lesson", info_.number},   {"title", info_.title}, {"strategy", info_.strategy},
+        {"world_size", opt_.ranks}, {"backend", "local"},   {"params", cfg_.num_params()},
+        {"model", cfg_.describe()}, {"steps", opt_.steps},  {"batch", opt_.batch},
+        {"seq", opt_.seq},          {"seed", opt_.seed}};
     meta["mesh"] = info_.has_group ? nlohmann::json::array({opt_.ranks / opt_.group, opt_.group})
                                    : nlohmann::json::array({opt_.ranks});
     RunDirOptions ro;
@@ -109,27 +108,34 @@ class Lesson {
     }
     char buf[256];
     if (tol == 0)
-      std::snprintf(buf, sizeof buf, "loss curve equals %s bit for bit (%zu steps; largest "
-                    "difference %.3g)", against.c_str(), ref.size(), worst);
+      std::snprintf(buf, sizeof buf,
+                    "loss curve equals %s bit for bit (%zu steps; largest difference %.3g)",
+                    against.c_str(), ref.size(), worst);
     else
-      std::snprintf(buf, sizeof buf, "loss curve matches %s within %.1e (%zu steps; largest "
-                    "difference %.3g)", against.c_str(), tol, ref.size(), worst);
+      std::snprintf(buf, sizeof buf,
+                    "loss curve matches %s within %.1e (%zu steps; largest difference %.3g)",
+                    against.c_str(), tol, ref.size(), worst);
     check(same, buf);
   }
 
   // Prints the tables and checks, writes the JSON, returns the exit code.
   int finish() {
-    nlohmann::json out = {{"lesson", info_.number}, {"title", info_.title},
-                          {"strategy", info_.strategy}, {"ranks", opt_.ranks},
+    nlohmann::json out = {{"lesson", info_.number},
+                          {"title", info_.title},
+                          {"strategy", info_.strategy},
+                          {"ranks", opt_.ranks},
                           {"group", info_.has_group ? opt_.group : opt_.ranks},
-                          {"model", opt_.model}, {"params", cfg_.num_params()},
-                          {"steps", opt_.steps}, {"losses", losses()}};
+                          {"model", opt_.model},
+                          {"params", cfg_.num_params()},
+                          {"steps", opt_.steps},
+                          {"losses", losses()}};
     for (const std::string& n : notes_) std::printf("%s\n", n.c_str());
     print_memory(out);
     print_comm(out);
     const float first = losses().front(), last = losses().back();
     check(opt_.steps < 2 || last < first, "loss went down: " + fmt(first) + " -> " + fmt(last) +
-                                              " (best possible " + fmt(MarkovTokens::entropy_rate()) + ")");
+                                              " (best possible " +
+                                              fmt(MarkovTokens::entropy_rate()) + ")");
     int failed = 0;
     std::printf("\nchecks\n");
     for (const auto& [ok, what] : checks_) {
@@ -162,9 +168,11 @@ class Lesson {
   }
 
   void print_memory(nlohmann::json& out) {
-    std::printf("\nmemory per rank in bytes (each rank's MemoryTracker; kept = after the last step)\n");
+    std::printf(
+        "\nmemory per rank in bytes (each rank's MemoryTracker; kept = after the last step)\n");
     std::printf("  %-17s %-4s", "category", "");
-    for (int r = 0; r < opt_.ranks; ++r) std::printf(" | %11s", ("rank " + std::to_string(r)).c_str());
+    for (int r = 0; r < opt_.ranks; ++r)
+      std::printf(" | %11s", ("rank " + std::to_string(r)).c_str());
     std::printf(" | %-26s | %11s\n", "formula", "expected");
     std::vector<MemRow> rows = mem_;
     // The categories the lesson does not predict, at their peak, and the overall peak.
@@ -180,8 +188,8 @@ class Lesson {
     for (const MemRow& m : rows) {
       bool ok = true;
       std::printf("  %-17s %-4s", m.label.c_str(), m.when.c_str());
-      nlohmann::json row = {{"label", m.label}, {"when", m.when}, {"formula", m.formula},
-                            {"expected", m.expected}};
+      nlohmann::json row = {
+          {"label", m.label}, {"when", m.when}, {"formula", m.formula}, {"expected", m.expected}};
       for (const RankResult& r : results_) {
         const int64_t v = m.measure(r);
         ok = ok && (m.expected < 0 || v == m.expected);
@@ -202,7 +210,8 @@ class Lesson {
   void print_comm(nlohmann::json& out) {
     std::printf("\nbytes sent per rank per step (ring traffic, as core/comm counts it)\n");
     std::printf("  %-28s", "collective");
-    for (int r = 0; r < opt_.ranks; ++r) std::printf(" | %11s", ("rank " + std::to_string(r)).c_str());
+    for (int r = 0; r < opt_.ranks; ++r)
+      std::printf(" | %11s", ("rank " + std::to_string(r)).c_str());
     std::printf(" | %-26s | %11s\n", "formula", "expected");
     bool all_ok = true;
     std::string why;
@@ -215,8 +224,9 @@ class Lesson {
         for (size_t s = 0; s < steps.size(); ++s) {
           auto it = steps[s].find(c.key);
           const int64_t v = it == steps[s].end() ? 0 : it->second;
-          if (v != c.expected && ok) why = " (rank " + std::to_string(r) + ", step " +
-                                           std::to_string(s + 1) + ": " + c.key + " " + commas(v) + ")";
+          if (v != c.expected && ok)
+            why = " (rank " + std::to_string(r) + ", step " + std::to_string(s + 1) + ": " + c.key +
+                  " " + commas(v) + ")";
           ok = ok && v == c.expected;
         }
         const int64_t last = steps.back().count(c.key) ? steps.back().at(c.key) : 0;

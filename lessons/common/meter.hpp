@@ -19,16 +19,17 @@ namespace shardlab::lessons {
 using StepBytes = std::map<std::string, int64_t>;
 
 struct RankResult {
-  std::vector<float> losses;        // mean over all ranks, per step
-  std::vector<StepBytes> bytes;     // per step
-  MemArray now{};                   // tracker after the last step: what a rank keeps
-  MemArray peak{};                  // each category's own peak
+  std::vector<float> losses;     // mean over all ranks, per step
+  std::vector<StepBytes> bytes;  // per step
+  MemArray now{};                // tracker after the last step: what a rank keeps
+  MemArray peak{};               // each category's own peak
   int64_t peak_total = 0;
-  double seconds = 0;               // training loop wall time
+  double seconds = 0;                            // training loop wall time
   uint64_t fingerprint = 0xcbf29ce484222325ull;  // hash of the rank's weights (see fingerprint)
 };
 
-// FNV-1a over a buffer's bytes (copied to the host), chained through `h`: equal weights, equal hash.
+// FNV-1a over a buffer's bytes (copied to the host), chained through `h`: equal weights, equal
+// hash.
 inline uint64_t fingerprint(Device& dev, const Buffer& buf, uint64_t h = 0xcbf29ce484222325ull) {
   std::vector<unsigned char> host(static_cast<size_t>(buf.bytes()));
   dev.copy_to_host(host.data(), buf.data(), buf.bytes());
@@ -51,10 +52,11 @@ class StepMeter {
     for (size_t i = 0; i < comms_.size(); ++i) {
       const Communicator::Traffic a = start_[i], b = comms_[i].first->traffic();
       const std::string sfx = comms_[i].second.empty() ? "" : " " + comms_[i].second;
-      const std::pair<const char*, int64_t> ops[] = {{"all_gather", b.all_gather - a.all_gather},
-                                                     {"reduce_scatter", b.reduce_scatter - a.reduce_scatter},
-                                                     {"all_reduce", b.all_reduce - a.all_reduce},
-                                                     {"broadcast", b.broadcast - a.broadcast}};
+      const std::pair<const char*, int64_t> ops[] = {
+          {"all_gather", b.all_gather - a.all_gather},
+          {"reduce_scatter", b.reduce_scatter - a.reduce_scatter},
+          {"all_reduce", b.all_reduce - a.all_reduce},
+          {"broadcast", b.broadcast - a.broadcast}};
       for (const auto& [op, n] : ops)
         if (n != 0) out[op + sfx] += n;
     }

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -28,14 +27,14 @@ struct LessonOptions {
   int ranks = 4;               // N: data-parallel ranks (threads of the local backend)
   int group = 2;               // G: shard group size (lesson 5 only)
   int steps = 20;
-  int batch = 8;               // B: global batch in sequences, split evenly over the ranks
-  int seq = 64;                // T
-  uint64_t seed = 1337;        // weights and data
-  float lr = 3e-3f;            // AdamW, constant
+  int batch = 8;         // B: global batch in sequences, split evenly over the ranks
+  int seq = 64;          // T
+  uint64_t seed = 1337;  // weights and data
+  float lr = 3e-3f;      // AdamW, constant
   float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f;
-  bool quick = false;          // a few short steps: what the tests run
-  std::string run_dir;         // empty: runs/lessonNN
-  std::string json;            // write the measured results here (for `make lessons-table`)
+  bool quick = false;   // a few short steps: what the tests run
+  std::string run_dir;  // empty: runs/lessonNN
+  std::string json;     // write the measured results here (for `make lessons-table`)
 
   GPTConfig config() const { return GPTConfig::preset(model); }
   int local_batch() const { return batch / ranks; }
