@@ -106,11 +106,13 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
     reshard(ctx, root, kRootUnit);
     for (int l = 0; l < L; ++l) {
       const int u = block_unit(l);
-      block_forward(dev, cfg, a.x(l + 1), a.blocks[l], a.x(l), gather(ctx, units[u], u), B, T);
+      const float* w = gather(ctx, units[u], u);
+      block_forward(dev, cfg, a.x(l + 1), a.blocks[l], a.x(l), w, B, T);
       reshard(ctx, units[u], u);
     }
     // The head uses the root again (the LM head is tied to wte) and keeps it for its backward.
-    loss = head_forward(dev, cfg, a.head, a.x(L), a.targets(), gather(ctx, root, kRootUnit), B, T);
+    const float* w = gather(ctx, root, kRootUnit);
+    loss = head_forward(dev, cfg, a.head, a.x(L), a.targets(), w, B, T);
   }
   {
     ScopedSpan s(rec, "backward");

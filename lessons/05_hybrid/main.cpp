@@ -119,13 +119,13 @@ float train_step(RankContext& ctx, Mesh& mesh, const LessonOptions& opt, const G
     reshard(ctx, root, kRootUnit);
     for (int l = 0; l < L; ++l) {
       const int u = block_unit(l);
-      block_forward(dev, cfg, a.x(l + 1), a.blocks[l], a.x(l), gather(ctx, mesh, units[u], u), B,
-                    T);
+      const float* w = gather(ctx, mesh, units[u], u);
+      block_forward(dev, cfg, a.x(l + 1), a.blocks[l], a.x(l), w, B, T);
       reshard(ctx, units[u], u);
     }
     // The head uses the root again (the LM head is tied to wte) and keeps it for its backward.
-    loss = head_forward(dev, cfg, a.head, a.x(L), a.targets(), gather(ctx, mesh, root, kRootUnit),
-                        B, T);
+    const float* w = gather(ctx, mesh, root, kRootUnit);
+    loss = head_forward(dev, cfg, a.head, a.x(L), a.targets(), w, B, T);
   }
   {
     ScopedSpan s(rec, "backward");
@@ -179,7 +179,7 @@ int main(int argc, char** argv) {
     // ---- what it should have cost: Ψ parameters, Ψ' after padding each unit to a multiple of G
     const GPTConfig cfg = lesson.config();
     const int N = lesson.ranks(), G = opt.group, R = N / G;  // R replica groups
-    int64_t psi = 0, psi_pad = 0, largest = 0, largest_block = 0, ar = 0;
+    int64_t psi = 0, psi_pad = 0, largest = 0, largest_block = 0, ar = 0, flat = 0;
     for (int u = 0; u < num_units(cfg); ++u) {
       const int64_t n = unit_layout(cfg, u).numel, S = shard_of(n, 0, G).size;
       psi += n;
@@ -187,6 +187,8 @@ int main(int argc, char** argv) {
       largest = std::max(largest, S * G);
       if (u != kRootUnit) largest_block = std::max(largest_block, S * G);
       ar += 2 * 4 * S * (R - 1) / R;  // core/comm counts an all-reduce's ring traffic per call
+      flat +=
+          3 * 4 * shard_of(n, 0, N).size * (N - 1);  // lesson 4: 2 all-gathers, 1 reduce-scatter
     }
     const int64_t root_pad = shard_of(unit_layout(cfg, kRootUnit).numel, 0, G).size * G;
     lesson.note("units: root " + commas(unit_layout(cfg, kRootUnit).numel) + " params, " +
@@ -195,7 +197,7 @@ int main(int argc, char** argv) {
                 ": Ψ' = " + commas(psi_pad) + " (padding " + commas(psi_pad - psi) + ")");
     lesson.note("mesh: " + std::to_string(R) + " groups of " + std::to_string(G) +
                 " ranks; bytes crossing groups per rank and step: " + commas(ar) +
-                " here, against " + commas(3 * 4 * psi_pad * (N - 1) / N) +
+                " here, against " + commas(flat) +
                 " that lesson 4 sends in collectives spanning all " + std::to_string(N) + " ranks");
     lesson.expect_memory(MemCategory::params, false, "4Ψ'/G (a shard)", 4 * psi_pad / G);
     lesson.expect_memory(MemCategory::grads, false, "4Ψ'/G (a shard)", 4 * psi_pad / G);
