@@ -76,7 +76,7 @@ inline void print_step_header() {
 }
 
 // Ends a step: stops the meter, averages the loss over all ranks (outside the measured bytes),
-// records the step event, and prints the line on rank 0 (every step up to 20, then every 10th).
+// records the step event, and prints the line on rank 0 (steps 1 to 5, then every 5th).
 inline void end_step(RankContext& ctx, StepMeter& meter, int step, float loss, int64_t tokens,
                      RankResult& res) {
   res.bytes.push_back(meter.stop());
@@ -89,7 +89,7 @@ inline void end_step(RankContext& ctx, StepMeter& meter, int step, float loss, i
   res.peak = ctx.tracker->peak_all();
   res.peak_total = ctx.tracker->peak_total();
   const int n = step + 1;
-  if (ctx.rank == 0 && (n <= 20 || n % 10 == 0))
+  if (ctx.rank == 0 && (n <= 5 || n % 5 == 0))
     std::printf("%6d | %8.4f | %7.1f | %9.0f | %13.3f\n", n, loss, meter.seconds() * 1e3,
                 static_cast<double>(tokens) * ctx.world / meter.seconds(),
                 static_cast<double>(ctx.tracker->peak_total()) / (1 << 20));
