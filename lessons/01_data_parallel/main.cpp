@@ -50,9 +50,11 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
   {
     ScopedSpan s(rec, "forward");
     embedding_forward(dev, cfg, a.x(0), a.tokens(), root, B, T);
-    for (int l = 0; l < L; ++l)
-      block_forward(dev, cfg, a.x(l + 1), a.blocks[l], a.x(l), units[block_unit(l)].params.f32(), B,
-                    T);
+    for (int l = 0; l < L; ++l) {
+      const int u = block_unit(l);
+      const float* w = units[u].params.f32();
+      block_forward(dev, cfg, a.x(l + 1), a.blocks[l], a.x(l), w, B, T);
+    }
     loss = head_forward(dev, cfg, a.head, a.x(L), a.targets(), root, B, T);
   }
   {
@@ -61,9 +63,10 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
     float* droot = units[kRootUnit].grads.f32();
     head_backward(dev, cfg, a.dx(), droot, a.head, a.x(L), a.targets(), root, B, T);
     for (int l = L - 1; l >= 0; --l) {
-      Unit& u = units[block_unit(l)];
-      block_backward(dev, cfg, a.dx(), u.grads.f32(), a.dx(), a.blocks[l], a.x(l), u.params.f32(),
-                     B, T);
+      const int u = block_unit(l);
+      Unit& unit = units[u];
+      const float* w = unit.params.f32();
+      block_backward(dev, cfg, a.dx(), unit.grads.f32(), a.dx(), a.blocks[l], a.x(l), w, B, T);
     }
     embedding_backward(dev, cfg, droot, a.tokens(), a.dx(), B, T);
   }
