@@ -140,11 +140,12 @@ TEST(CommMpi, Bf16SumOfRandomDataIsWithinRoundingOfTheF32Reference) {
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
-  ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // Ranks other than 0 print their failures only (set before InitGoogleTest, which reads it).
+  if (rank != 0) GTEST_FLAG_SET(brief, true);
+  ::testing::InitGoogleTest(&argc, argv);
   // Every rank's result decides the exit status.
-  if (rank != 0) GTEST_FLAG_SET(brief, true);  // other ranks print their failures only
   int failed = RUN_ALL_TESTS() != 0;
   int any_failed = 0;
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
