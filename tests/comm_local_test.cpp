@@ -137,9 +137,14 @@ TEST(CommLocal, AsyncCollectivesOverlapComputeAndRunInIssueOrder) {
       dev.gemm(false, false, m, m, m, 1.0f, A.data(), m, B.data(), m, 0.0f, C.data(), m);
     for (float c : C) ASSERT_EQ(c, 2.0f * m);
 
-    w3.wait();
+    // A blocking call issued behind pending async ones runs after them.
+    float root_value = float(ctx.rank) + 0.5f;
+    ctx.comm->broadcast(&root_value, 1, DType::f32, n - 1);
+    EXPECT_EQ(root_value, float(n - 1) + 0.5f);
     EXPECT_TRUE(w1.done());  // earlier calls finished before a later one
     EXPECT_TRUE(w2.done());
+    EXPECT_TRUE(w3.done());
+    w3.wait();
     w1.wait();
     w2.wait();
     for (int64_t i = 0; i < count; ++i) {
