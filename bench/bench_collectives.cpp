@@ -5,7 +5,8 @@
 // the machine's copy bandwidth for comparison.
 //
 //   build/bin/bench_collectives --benchmark_filter='bytes:(1048576|67108864)/'   (quick subset)
-//   mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/bench_collectives --benchmark_filter=/mpi/
+//   mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/bench_collectives
+//       --benchmark_filter=/mpi/                                        (one command line)
 #include <benchmark/benchmark.h>
 
 #include <chrono>
