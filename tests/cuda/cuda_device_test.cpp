@@ -2,6 +2,7 @@
 // SGEMM (every transpose case, strided rows, batches) and mixed-precision GemmEx.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <thread>
 
@@ -125,24 +126,26 @@ TEST(CudaDeviceMemory, BlockUsedByCommStreamWaitsForItsEvent) {
   auto dev = make_cuda_device(tracker, 0);
   CudaDevice& cuda = as_cuda(*dev);
   CudaDeviceGuard guard(cuda.ordinal());
+  // Two blocks of one size class, taken before the comm stream is held (no cudaMalloc after).
+  Buffer a = dev->alloc(4096, MemCategory::comm_buffers);
+  Buffer b = dev->alloc(4096, MemCategory::comm_buffers);
+  void* const pa = a.data();
+  void* const pb = b.data();
+  b.reset();  // compute stream only: reusable at once
   // Hold the comm stream behind a host callback until `release` is set.
   static std::atomic<bool> release;
   release = false;
   CUDA_CHECK(cudaLaunchHostFunc(
       cuda.comm_stream(), [](void*) { while (!release.load()) std::this_thread::yield(); },
       nullptr));
-  Buffer b = dev->alloc(4096, MemCategory::comm_buffers);
-  void* used = b.data();
-  cuda.record_stream(b.data(), cuda.comm_stream());
-  b.reset();
-  Buffer other = dev->alloc(4096, MemCategory::comm_buffers);
-  EXPECT_NE(other.data(), used);  // still pending on the comm stream
-  other.reset();
+  cuda.record_stream(static_cast<char*>(pa) + 100, cuda.comm_stream());  // inside the block
+  a.reset();  // pending: the comm stream has not passed it
+  Buffer c = dev->alloc(4096, MemCategory::comm_buffers);
+  EXPECT_EQ(c.data(), pb);  // the free block, not the pending one
   release = true;
   cuda.synchronize();
-  Buffer later = dev->alloc(4096, MemCategory::comm_buffers);
-  bool reused = later.data() == used || later.data() == other.data();
-  EXPECT_TRUE(reused);
+  Buffer d = dev->alloc(4096, MemCategory::comm_buffers);
+  EXPECT_EQ(d.data(), pa);  // its event has passed: back in the pool
 }
 
 TEST(CudaDeviceMemory, CopiesRoundTripAndFillZero) {

@@ -275,12 +275,12 @@ TEST(CudaNccl, InitAllFromOneThread) {
       Buffer b = upload(*devs[r], {1.0f + r}, DType::f32);
       comms[r]->all_reduce(b.data(), b.data(), 1, DType::f32);
       results[static_cast<size_t>(r)] = download(*devs[r], b.data(), 1, DType::f32)[0];
+      comms[r].reset();  // destruction is an intra-node collective: each rank on its own thread
     });
   }
   for (auto& t : threads) t.join();
   const float want = static_cast<float>(world * (world + 1) / 2);
   for (float x : results) EXPECT_EQ(x, want);
-  comms.clear();
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 //   wait:   Work::wait() makes the compute stream wait on the collective's end event; a blocking
 //           call does that before returning. Host code sees results through copy_to_host.
 // Data must be device memory of the rank's CudaDevice (host pointers throw InvalidArgument).
+// Destroying a communicator waits for its stream and calls ncclCommDestroy, which is collective:
+// every rank destroys its communicator (at the end of its rank function, on its own thread).
 //
 // Start-up, one of:
 //   threads: id = nccl_unique_id() once, then make_nccl_communicator(dev, id, r, N) on each rank's
@@ -35,7 +37,9 @@ NcclId nccl_unique_id();
 std::unique_ptr<Communicator> make_nccl_communicator(Device& dev, const NcclId& id, int rank,
                                                      int world);
 
-// All ranks at once from one thread: devices[i] (distinct GPUs) becomes rank i.
+// All ranks at once from one thread: devices[i] (distinct GPUs) becomes rank i. Each one must then
+// be used, and destroyed, on its own thread: like ncclCommDestroy, the destructor is a collective
+// among the ranks of a node and would wait forever for the others if they were destroyed in turn.
 std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(
     const std::vector<Device*>& devices);
 
