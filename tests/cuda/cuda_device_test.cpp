@@ -119,6 +119,17 @@ TEST(CudaDeviceMemory, CapacityThrowsOutOfMemoryWithoutLeaking) {
   EXPECT_EQ(tracker.current(MemCategory::activations), 0);
 }
 
+// The cuBLAS workspace is tracked: a limit below it fails construction cleanly.
+TEST(CudaDeviceMemory, LimitBelowTheCublasWorkspaceFailsConstruction) {
+  SL_REQUIRE_CUDA();
+  MemoryTracker tracker(0, /*capacity=*/1 << 20);
+  EXPECT_THROW(make_cuda_device(tracker, 0), OutOfMemory);
+  EXPECT_EQ(tracker.total(), 0);
+  tracker.set_capacity(0);
+  auto dev = make_cuda_device(tracker, 0);  // nothing leaked that stops a second try
+  EXPECT_GE(tracker.current(MemCategory::workspace), 4 << 20);
+}
+
 // A block the comm stream still uses is not handed out again until that work is done.
 TEST(CudaDeviceMemory, BlockUsedByCommStreamWaitsForItsEvent) {
   SL_REQUIRE_CUDA();

@@ -69,7 +69,13 @@ CudaDevice::CudaDevice(MemoryTracker& tracker, int ordinal) : Device(tracker), o
   CUBLAS_CHECK(cublasCreate(&cublas_));
   CUBLAS_CHECK(cublasSetStream(cublas_, compute_));
   CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
-  cublas_workspace_ = alloc(cublas_workspace_bytes(cc_), MemCategory::workspace);
+  try {
+    // Can throw OutOfMemory under a small --mem-limit: no destructor runs then, so clean up here.
+    cublas_workspace_ = alloc(cublas_workspace_bytes(cc_), MemCategory::workspace);
+  } catch (...) {
+    release_resources();
+    throw;
+  }
   CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.data(),
                                   static_cast<size_t>(cublas_workspace_.bytes())));
 }
@@ -78,12 +84,19 @@ CudaDevice::~CudaDevice() {
   CudaDeviceGuard guard(ordinal_);
   cudaStreamSynchronize(comm_);
   cudaStreamSynchronize(compute_);
-  cublasDestroy(cublas_);
+  release_resources();
+}
+
+void CudaDevice::release_resources() {
+  if (cublas_) cublasDestroy(cublas_);
+  cublas_ = nullptr;
   cublas_workspace_.reset();
   pool_.reset();
-  cudaEventDestroy(join_);
-  cudaStreamDestroy(comm_);
-  cudaStreamDestroy(compute_);
+  if (join_) cudaEventDestroy(join_);
+  if (comm_) cudaStreamDestroy(comm_);
+  if (compute_) cudaStreamDestroy(compute_);
+  join_ = nullptr;
+  comm_ = compute_ = nullptr;
 }
 
 void CudaDevice::copy(void* dst, const void* src, int64_t bytes) {

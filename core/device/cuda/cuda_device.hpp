@@ -85,6 +85,8 @@ class CudaDevice final : public Device {
   void raw_free(void* p) override { pool_->free(p); }
 
  private:
+  void release_resources();  // cuBLAS, pool, events, streams: the destructor's work
+
   int ordinal_;
   int cc_ = 0;
   std::string name_;
