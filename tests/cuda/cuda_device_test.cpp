@@ -180,33 +180,30 @@ struct GemmCase {
   int M, N, K;
 };
 
-class CudaGemm : public ::testing::TestWithParam<GemmCase> {};
-
-TEST_P(CudaGemm, MatchesCpu) {
+TEST(CudaGemm, EveryTransposeMatchesCpu) {
   SL_REQUIRE_CUDA();
-  const GemmCase g = GetParam();
   MemoryTracker t_cpu(0), t_gpu(0);
   auto cpu = make_cpu_device(t_cpu);
   auto gpu = make_cuda_device(t_gpu, 0);
-  // Stored shapes with padded rows (ld > columns) to exercise the strides.
-  const int a_rows = g.ta ? g.K : g.M, a_cols = g.ta ? g.M : g.K;
-  const int b_rows = g.tb ? g.N : g.K, b_cols = g.tb ? g.K : g.N;
-  const int lda = a_cols + 3, ldb = b_cols + 1, ldc = g.N + 2;
-  const auto A = random_vector(static_cast<int64_t>(a_rows) * lda, 1);
-  const auto B = random_vector(static_cast<int64_t>(b_rows) * ldb, 2);
-  auto C = random_vector(static_cast<int64_t>(g.M) * ldc, 3);
-  Buffer dA = to_device(*gpu, A), dB = to_device(*gpu, B), dC = to_device(*gpu, C);
-  gpu->gemm(g.ta, g.tb, g.M, g.N, g.K, 0.75f, dA.f32(), lda, dB.f32(), ldb, 0.5f, dC.f32(), ldc);
-  cpu->gemm(g.ta, g.tb, g.M, g.N, g.K, 0.75f, A.data(), lda, B.data(), ldb, 0.5f, C.data(), ldc);
-  EXPECT_LT(max_rel_error(to_host(*gpu, dC.data(), static_cast<int64_t>(C.size())), C), 1e-5);
+  const GemmCase cases[] = {{false, false, 37, 53, 29}, {true, false, 64, 17, 128},
+                            {false, true, 5, 96, 33},   {true, true, 70, 70, 1},
+                            {false, false, 256, 384, 768}};
+  for (const GemmCase& g : cases) {
+    SCOPED_TRACE(std::string(g.ta ? "T" : "N") + (g.tb ? "T" : "N") + " " + std::to_string(g.M) +
+                 "x" + std::to_string(g.N) + "x" + std::to_string(g.K));
+    // Stored shapes with padded rows (ld > columns) to exercise the strides.
+    const int a_rows = g.ta ? g.K : g.M, a_cols = g.ta ? g.M : g.K;
+    const int b_rows = g.tb ? g.N : g.K, b_cols = g.tb ? g.K : g.N;
+    const int lda = a_cols + 3, ldb = b_cols + 1, ldc = g.N + 2;
+    const auto A = random_vector(static_cast<int64_t>(a_rows) * lda, 1);
+    const auto B = random_vector(static_cast<int64_t>(b_rows) * ldb, 2);
+    auto C = random_vector(static_cast<int64_t>(g.M) * ldc, 3);
+    Buffer dA = to_device(*gpu, A), dB = to_device(*gpu, B), dC = to_device(*gpu, C);
+    gpu->gemm(g.ta, g.tb, g.M, g.N, g.K, 0.75f, dA.f32(), lda, dB.f32(), ldb, 0.5f, dC.f32(), ldc);
+    cpu->gemm(g.ta, g.tb, g.M, g.N, g.K, 0.75f, A.data(), lda, B.data(), ldb, 0.5f, C.data(), ldc);
+    EXPECT_LT(max_rel_error(to_host(*gpu, dC.data(), static_cast<int64_t>(C.size())), C), 1e-5);
+  }
 }
-
-INSTANTIATE_TEST_SUITE_P(AllTransposes, CudaGemm,
-                         ::testing::Values(GemmCase{false, false, 37, 53, 29},
-                                           GemmCase{true, false, 64, 17, 128},
-                                           GemmCase{false, true, 5, 96, 33},
-                                           GemmCase{true, true, 70, 70, 1},
-                                           GemmCase{false, false, 256, 384, 768}));
 
 TEST(CudaGemmBatched, StridedBatchesMatchCpu) {
   SL_REQUIRE_CUDA();
