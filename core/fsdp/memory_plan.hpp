@@ -1,0 +1,77 @@
+// The memory planner: per-rank bytes by tracker category for a strategy, before running anything.
+//
+// Persistent state (what a rank keeps between steps) follows DESIGN.md's table, generalised to
+// mixed precision: per parameter, params cost size(param_dtype), grads size(reduce_dtype), and the
+// optimizer 8 bytes (Adam m, v) plus a 4-byte fp32 master copy when param_dtype is not f32.
+// fp32: 4 + 4 + 8 = 16 bytes; bf16/f16: 2 + 2 + 12 = 16 bytes (ZeRO's mixed-precision case).
+// Buffers are padded per unit to a multiple of the shard group size, so "Psi" in the formulas is
+// the padded parameter count; `padding_bytes` is what that padding costs on top of the formula
+// with the real Psi.
+//
+// Transient state (gathered units, unsharded gradients, activations, scratch) is added on top at
+// the step's peak; see plan_transient() in memory_plan.cpp for how the engine's schedule maps to it.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "core/base/dtype.hpp"
+#include "core/fsdp/strategy.hpp"
+#include "core/memory/tracker.hpp"
+
+namespace shardlab {
+
+struct PlanInput {
+  Strategy strategy = Strategy::full_shard;
+  int world = 1;                 // N
+  int hybrid_group = 0;          // G for hybrid_shard (0: N)
+  DType param_dtype = DType::f32;
+  DType reduce_dtype = DType::f32;
+  // Unpadded parameter count of each unit (root first, then the blocks). One entry is fine for a
+  // model given only by Psi.
+  std::vector<int64_t> unit_numels;
+  int prefetch = 1;              // all-gathers in flight ahead of the unit computing (0 = off)
+  // Transient terms that depend on the model and batch, filled by plan_input_for_model (engine) or
+  // left 0 for a states-only plan such as the ZeRO paper's example.
+  int64_t activations = 0;       // saved activations at their peak (end of forward)
+  int64_t workspace = 0;         // scratch at the peak (logits' gradient, layer temporaries)
+  int64_t capacity = 0;          // per-rank device capacity in bytes, 0 = unlimited
+
+  int64_t psi() const;
+};
+
+struct MemoryPlan {
+  PlanInput input;
+  int group = 1;                 // shard group size used for padding and shards
+  MemArray persistent{};         // by category
+  MemArray transient{};          // by category, on top of persistent, at the planned peak
+  int64_t padding_bytes = 0;     // part of `persistent` that is padding
+  int64_t padded_psi = 0;        // sum over units of the padded unit size
+
+  int64_t persistent_total() const;
+  int64_t peak_total() const;    // persistent + transient
+  MemArray peak_by_category() const;
+  bool fits() const { return input.capacity <= 0 || peak_total() <= input.capacity; }
+};
+
+// Bytes per parameter of persistent state, split as the tracker categorises it.
+struct StateBytes {
+  int64_t params, grads, optimizer;  // optimizer = 8 (m, v) + 4 (fp32 master) when mixed
+};
+StateBytes state_bytes(DType param_dtype, DType reduce_dtype);
+
+// The table's closed form for persistent bytes per rank, with a real-valued Psi:
+// no_shard 16Psi, shard_optim (p+g)Psi + o Psi/N, shard_grad_op p Psi + (g+o) Psi/N,
+// full_shard 16Psi/N, hybrid_shard 16Psi/G (16 = p + g + o).
+double formula_persistent_bytes(Strategy s, double psi, int world, int hybrid_group,
+                                DType param_dtype = DType::f32, DType reduce_dtype = DType::f32);
+
+MemoryPlan plan_memory(const PlanInput& in);
+
+// Fixed-width table of plans, one row per plan: persistent by category, transient, peak, fits.
+// `decimal` prints GB (1e9, as the ZeRO paper does) instead of MiB.
+std::string format_plan_table(const std::vector<MemoryPlan>& plans, bool decimal = false);
+
+}  // namespace shardlab
