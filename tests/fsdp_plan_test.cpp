@@ -80,7 +80,9 @@ TEST(FsdpPlan, PersistentBytesMatchTheFormulaTableForN1To8) {
         EXPECT_GE(p.padding_bytes, 0);
         // Padding is under G elements per unit, at 16 bytes an element at most.
         EXPECT_LT(p.padding_bytes, 16 * group * static_cast<int64_t>(units.size()));
-        if (group == 1) EXPECT_EQ(p.padding_bytes, 0);
+        if (group == 1) {
+          EXPECT_EQ(p.padding_bytes, 0);
+        }
       }
     }
   }
