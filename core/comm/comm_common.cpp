@@ -1,0 +1,61 @@
+// Names, traffic formulas, argument checks and trace spans shared by the communicator backends.
+#include "core/comm/comm_common.hpp"
+
+#include "core/base/error.hpp"
+#include "core/trace/recorder.hpp"
+
+namespace shardlab {
+
+const char* reduce_op_name(ReduceOp op) { return op == ReduceOp::sum ? "sum" : "avg"; }
+
+const char* comm_op_name(CommOp op) {
+  switch (op) {
+    case CommOp::all_gather: return "all_gather";
+    case CommOp::reduce_scatter: return "reduce_scatter";
+    case CommOp::all_reduce: return "all_reduce";
+    case CommOp::broadcast: return "broadcast";
+    case CommOp::barrier: return "barrier";
+    case CommOp::split: return "split";
+  }
+  return "?";
+}
+
+void add_traffic(Communicator::Traffic& t, CommOp op, int64_t count, DType dtype, int n) {
+  const int64_t b = count * static_cast<int64_t>(dtype_size(dtype));
+  switch (op) {
+    case CommOp::all_gather: t.all_gather += b * (n - 1); break;
+    case CommOp::reduce_scatter: t.reduce_scatter += b * (n - 1); break;
+    case CommOp::all_reduce: t.all_reduce += 2 * b * (n - 1) / n; break;
+    case CommOp::broadcast: t.broadcast += b; break;
+    default: break;
+  }
+}
+
+int64_t collective_bytes(CommOp op, int64_t count, DType dtype, int n) {
+  const int64_t b = count * static_cast<int64_t>(dtype_size(dtype));
+  return (op == CommOp::all_gather || op == CommOp::reduce_scatter) ? b * n : b;
+}
+
+void check_collective_args(const char* backend, CommOp op, const void* send, const void* recv,
+                           int64_t count, int root, int n) {
+  const char* name = comm_op_name(op);
+  if (count < 0) SL_THROW(InvalidArgument, backend, " ", name, ": count ", count, " is negative");
+  if (count > 0 && (!send || !recv))
+    SL_THROW(InvalidArgument, backend, " ", name, ": null buffer with count ", count);
+  if (op == CommOp::broadcast && (root < 0 || root >= n))
+    SL_THROW(InvalidArgument, backend, " broadcast: root ", root, " outside the ", n,
+             " ranks of the communicator");
+}
+
+bool tracing(Recorder* rec) { return rec && rec->enabled(); }
+
+int64_t comm_clock(Recorder* rec) { return tracing(rec) ? trace_now_ns() : 0; }
+
+void record_comm_span(Recorder* rec, CommOp op, const CallInfo& info, int64_t bytes, DType dtype,
+                      const CommTimes& t) {
+  if (!tracing(rec)) return;
+  rec->span(Lane::comm, comm_op_name(op), info.unit, bytes, dtype, t.t_issue, t.t_start, t.t_end,
+            t.t_wait);
+}
+
+}  // namespace shardlab

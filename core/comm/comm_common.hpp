@@ -1,0 +1,43 @@
+// What every Communicator backend shares: the collective kinds and their names, the per-rank
+// traffic formulas, argument checks with rank-naming messages, and the trace span a collective
+// reports. Backends include this; users of a communicator need only communicator.hpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/comm/communicator.hpp"
+
+namespace shardlab {
+
+enum class CommOp : uint8_t { all_gather, reduce_scatter, all_reduce, broadcast, barrier, split };
+const char* comm_op_name(CommOp op);
+
+// Bytes this rank sends with a ring algorithm (see Communicator::Traffic), added to `t`.
+void add_traffic(Communicator::Traffic& t, CommOp op, int64_t count, DType dtype, int n);
+
+// The collective's size as nccl-tests define it: the larger of the two buffers
+// (all_gather: recv, reduce_scatter: send, all_reduce and broadcast: the buffer).
+int64_t collective_bytes(CommOp op, int64_t count, DType dtype, int n);
+
+// Throws InvalidArgument naming the rank and op when count < 0 or a buffer is null with count > 0.
+void check_collective_args(const char* backend, CommOp op, const void* send, const void* recv,
+                           int64_t count, int root, int n);
+
+// Nanoseconds on the trace clock, or 0 when `rec` is null or disabled (no clock read then).
+int64_t comm_clock(Recorder* rec);
+bool tracing(Recorder* rec);
+
+// When a collective was issued, ran, and (async only) waited on; -1 where it does not apply.
+struct CommTimes {
+  int64_t t_issue = -1;
+  int64_t t_start = -1;
+  int64_t t_end = -1;
+  int64_t t_wait = -1;
+};
+
+// Reports one comm-lane span; does nothing when `rec` is null or disabled.
+void record_comm_span(Recorder* rec, CommOp op, const CallInfo& info, int64_t bytes, DType dtype,
+                      const CommTimes& t);
+
+}  // namespace shardlab

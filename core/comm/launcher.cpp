@@ -1,0 +1,86 @@
+// launch(): starts the ranks of a run. Local: one thread per rank over a LocalWorld; if a rank
+// throws, the world aborts (every collective, blocked or later, fails with CommError), the threads
+// join and the first failure comes back as RankFailure. MPI: see core/comm/mpi/mpi_launch.cpp.
+#include "core/comm/launcher.hpp"
+
+#include <cstdlib>
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include "core/comm/local_comm.hpp"
+#include "core/comm/mpi_backend.hpp"
+#include "core/comm/rank_resources.hpp"
+#include "core/trace/recorder.hpp"
+
+namespace shardlab {
+
+namespace {
+
+void run_local_rank(const LaunchOptions& opts, const std::function<void(RankContext&)>& fn,
+                    const std::shared_ptr<LocalWorld>& world, int rank) {
+  set_thread_rank(rank);
+  // Declared outside the try: the world is aborted before this rank's communicator and buffers
+  // go away, so no other rank waits on them.
+  RankResources res;
+  std::unique_ptr<Communicator> comm;
+  try {
+    res = make_rank_resources(opts, rank);
+    comm = make_local_communicator(world, rank, *res.device);
+    comm->set_recorder(res.recorder.get());
+    RankContext ctx;
+    ctx.rank = rank;
+    ctx.world = world->size();
+    ctx.tracker = res.tracker.get();
+    ctx.device = res.device.get();
+    ctx.comm = comm.get();
+    ctx.recorder = res.recorder.get();
+    fn(ctx);
+    res.recorder->flush();
+  } catch (const std::exception& e) {
+    world->abort(rank, strip_rank_prefix(e.what(), rank));
+  } catch (...) {
+    world->abort(rank, "unknown exception (not derived from std::exception)");
+  }
+  comm.reset();  // drains this rank's queued collectives (they fail at once after an abort)
+  set_thread_rank(-1);
+}
+
+void launch_local(const LaunchOptions& opts, const std::function<void(RankContext&)>& fn) {
+  if (opts.ranks < 1)
+    SL_THROW(InvalidArgument, "launch: --ranks ", opts.ranks, " must be >= 1");
+  auto world = std::make_shared<LocalWorld>(opts.ranks);
+  // Ranks are threads: one BLAS thread each, or they fight over the cores.
+  if (opts.ranks > 1) set_blas_threads(1);
+  std::vector<std::thread> threads;
+  threads.reserve(opts.ranks);
+  for (int r = 0; r < opts.ranks; ++r)
+    threads.emplace_back(run_local_rank, std::cref(opts), std::cref(fn), std::cref(world), r);
+  for (std::thread& t : threads) t.join();
+  const int failed = world->failed_rank();
+  if (failed >= 0)
+    throw RankFailure(failed, "rank " + std::to_string(failed) + ": " + world->failure_message());
+}
+
+}  // namespace
+
+bool under_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
+}
+
+void launch(const LaunchOptions& opts, const std::function<void(RankContext&)>& fn) {
+  if (opts.backend == "local") {
+    launch_local(opts, fn);
+  } else if (opts.backend == "mpi") {
+    launch_mpi(opts, fn);
+  } else if (opts.backend == "nccl") {
+    // The NCCL communicator belongs to the CUDA build; until it is wired here, say what works.
+    SL_THROW(InvalidArgument, "launch: backend nccl is not available in this build yet; use "
+                              "--backend local (threads) or --backend mpi (under mpirun)");
+  } else {
+    SL_THROW(InvalidArgument, "launch: unknown backend '", opts.backend,
+             "' (expected local, mpi or nccl)");
+  }
+}
+
+}  // namespace shardlab

@@ -1,0 +1,491 @@
+// The local backend: one worker thread per rank per communicator, a two-phase rendezvous per
+// collective (meet: post and check the call; finish: nobody leaves while others still read its
+// buffers), and work shared across ranks like a ring: in all_reduce rank r reduces chunk r of
+// every rank's buffer and writes it to every rank; in reduce_scatter rank r reduces block r.
+#include "core/comm/local_comm.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/base/error.hpp"
+#include "core/comm/comm_common.hpp"
+#include "core/comm/reduce.hpp"
+
+namespace shardlab {
+
+namespace {
+
+// One rank's view of a call, posted at the rendezvous.
+struct Desc {
+  CommOp op = CommOp::barrier;
+  int64_t count = 0;
+  DType dtype = DType::f32;
+  ReduceOp reduce = ReduceOp::sum;
+  int root = 0;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  int color = 0;  // split only
+  int key = 0;
+};
+
+struct Group;
+
+struct SplitResult {
+  std::shared_ptr<Group> group;
+  int rank = -1;
+};
+
+}  // namespace
+
+// ---- the world: failure state and the groups to wake when it aborts ---------------------------
+
+struct LocalWorld::Impl {
+  int size = 0;
+  std::atomic<bool> aborted{false};
+  mutable std::mutex mu;
+  int failed_rank = -1;
+  std::string failure;
+  std::vector<std::weak_ptr<Group>> groups;
+  std::shared_ptr<Group> world_group;
+
+  std::string failure_text() const {
+    std::lock_guard<std::mutex> lk(mu);
+    return "aborted: rank " + std::to_string(failed_rank) + " failed: " + failure;
+  }
+};
+
+namespace {
+
+// The ranks of one communicator and their rendezvous state. All fields are guarded by `mu`.
+struct Group {
+  LocalWorld::Impl* world = nullptr;
+  int size = 0;
+  std::vector<int> world_ranks;  // group rank -> world rank, for messages and split
+
+  std::mutex mu;
+  std::condition_variable cv;
+  // meet: a generation completes when every rank has posted its Desc.
+  uint64_t gen = 0;
+  int arrived = 0;
+  std::vector<char> here;
+  std::vector<char> left;  // the rank's communicator was destroyed: it will never arrive again
+  std::vector<Desc> desc;
+  std::string error;  // the completed generation's disagreement, empty when the ranks agree
+  std::vector<SplitResult> split;
+  // finish: a plain barrier that cannot be aborted (everyone in it has passed meet and is only
+  // copying memory, which always ends).
+  uint64_t end_gen = 0;
+  int end_arrived = 0;
+
+  std::string who(int r) const {
+    std::string s = "rank " + std::to_string(world_ranks[r]);
+    if (size != world->size || world_ranks[r] != r)
+      s += " (rank " + std::to_string(r) + " of this group)";
+    return s;
+  }
+};
+
+std::shared_ptr<Group> make_group(LocalWorld::Impl* world, std::vector<int> world_ranks) {
+  auto g = std::make_shared<Group>();
+  g->world = world;
+  g->size = static_cast<int>(world_ranks.size());
+  g->world_ranks = std::move(world_ranks);
+  g->here.assign(g->size, 0);
+  g->left.assign(g->size, 0);
+  g->desc.resize(g->size);
+  g->split.resize(g->size);
+  std::lock_guard<std::mutex> lk(world->mu);
+  g->world->groups.push_back(g);
+  return g;
+}
+
+// "count: rank 0 has 100, rank 1 has 120" when the ranks disagree on a field, else "".
+template <typename F>
+std::string disagreement(const Group& g, const char* field, F value) {
+  bool same = true;
+  for (int r = 1; r < g.size; ++r) same = same && value(g.desc[r]) == value(g.desc[0]);
+  if (same) return "";
+  std::string s = std::string("ranks disagree on ") + field + ":";
+  for (int r = 0; r < g.size; ++r) s += (r ? ", " : " ") + g.who(r) + " has " + value(g.desc[r]);
+  return s;
+}
+
+std::string validate(const Group& g) {
+  std::string e = disagreement(g, "the collective", [](const Desc& d) {
+    return std::string(comm_op_name(d.op));
+  });
+  if (!e.empty()) return e;
+  const CommOp op = g.desc[0].op;
+  if (op == CommOp::barrier || op == CommOp::split) return "";
+  e = disagreement(g, "count", [](const Desc& d) { return std::to_string(d.count); });
+  if (e.empty())
+    e = disagreement(g, "dtype", [](const Desc& d) { return std::string(dtype_name(d.dtype)); });
+  if (e.empty() && (op == CommOp::all_reduce || op == CommOp::reduce_scatter))
+    e = disagreement(g, "the reduce op",
+                     [](const Desc& d) { return std::string(reduce_op_name(d.reduce)); });
+  if (e.empty() && op == CommOp::broadcast)
+    e = disagreement(g, "root", [](const Desc& d) { return std::to_string(d.root); });
+  return e;
+}
+
+// Ranks with the same color form a group, ordered by (key, old rank). Runs under g.mu.
+void compute_split(Group& g) {
+  std::map<int, std::vector<std::pair<int, int>>> by_color;  // color -> (key, rank)
+  for (int r = 0; r < g.size; ++r) by_color[g.desc[r].color].push_back({g.desc[r].key, r});
+  for (auto& kv : by_color) {
+    std::vector<std::pair<int, int>>& members = kv.second;
+    std::sort(members.begin(), members.end());
+    std::vector<int> world_ranks;
+    for (const auto& m : members) world_ranks.push_back(g.world_ranks[m.second]);
+    std::shared_ptr<Group> sub = make_group(g.world, std::move(world_ranks));
+    for (size_t i = 0; i < members.size(); ++i)
+      g.split[members[i].second] = {sub, static_cast<int>(i)};
+  }
+}
+
+// Posts rank r's call and waits until every rank of the group has posted one. Throws CommError
+// when the world aborted, a rank left without calling, or the ranks disagree.
+SplitResult meet(Group& g, int r, const Desc& d) {
+  std::unique_lock<std::mutex> lk(g.mu);
+  const char* name = comm_op_name(d.op);
+  auto missing_left = [&]() -> int {
+    for (int j = 0; j < g.size; ++j)
+      if (g.left[j] && !g.here[j]) return j;
+    return -1;
+  };
+  if (g.world->aborted) SL_THROW(CommError, name, ": ", g.world->failure_text());
+  if (int j = missing_left(); j >= 0)
+    SL_THROW(CommError, name, ": ", g.who(j), " left the communicator without calling ", name);
+  g.desc[r] = d;
+  g.here[r] = 1;
+  const uint64_t my_gen = g.gen;
+  if (++g.arrived == g.size) {
+    g.arrived = 0;
+    std::fill(g.here.begin(), g.here.end(), 0);
+    g.error = validate(g);
+    if (g.error.empty() && d.op == CommOp::split) compute_split(g);
+    ++g.gen;
+    g.cv.notify_all();
+  } else {
+    g.cv.wait(lk, [&] { return g.gen != my_gen || g.world->aborted || missing_left() >= 0; });
+    if (g.gen == my_gen) {
+      // Nobody has seen this rank's buffers yet: withdraw the post and fail.
+      g.here[r] = 0;
+      --g.arrived;
+      if (g.world->aborted) SL_THROW(CommError, name, ": ", g.world->failure_text());
+      SL_THROW(CommError, name, ": ", g.who(missing_left()), " left the communicator without calling ",
+               name);
+    }
+  }
+  // The generation's results stay valid until this rank posts again: no later one can complete
+  // without it.
+  if (!g.error.empty()) SL_THROW(CommError, name, ": ", g.error);
+  SplitResult s;
+  if (d.op == CommOp::split) s = std::move(g.split[r]);
+  return s;
+}
+
+void finish(Group& g) {
+  std::unique_lock<std::mutex> lk(g.mu);
+  const uint64_t my_gen = g.end_gen;
+  if (++g.end_arrived == g.size) {
+    g.end_arrived = 0;
+    ++g.end_gen;
+    g.cv.notify_all();
+  } else {
+    g.cv.wait(lk, [&] { return g.end_gen != my_gen; });
+  }
+}
+
+// Element range [lo, hi) of `count` that rank r reduces in all_reduce.
+std::pair<int64_t, int64_t> chunk(int64_t count, int r, int n) {
+  return {count * r / n, count * (r + 1) / n};
+}
+
+const char* at(const void* p, int64_t bytes) { return static_cast<const char*>(p) + bytes; }
+char* at(void* p, int64_t bytes) { return static_cast<char*>(p) + bytes; }
+
+// ---- one rank's communicator ------------------------------------------------------------------
+
+class LocalComm final : public Communicator {
+ public:
+  LocalComm(std::shared_ptr<LocalWorld> world, std::shared_ptr<Group> group, int rank,
+            int world_rank, Device& device)
+      : Communicator(rank, group->size), world_(std::move(world)), group_(std::move(group)),
+        world_rank_(world_rank), device_(device) {
+    worker_ = std::thread([this] { worker_loop(); });
+  }
+
+  ~LocalComm() override {
+    {
+      std::lock_guard<std::mutex> lk(qmu_);
+      stopping_ = true;
+    }
+    qcv_.notify_all();
+    worker_.join();  // runs what is queued first: those calls were issued and others expect them
+    std::lock_guard<std::mutex> lk(group_->mu);
+    group_->left[rank_] = 1;
+    group_->cv.notify_all();
+  }
+
+  const char* backend() const override { return "local"; }
+
+  Work all_gather(const void* send, void* recv, int64_t count, DType t, bool async,
+                  CallInfo info) override {
+    return submit({CommOp::all_gather, count, t, ReduceOp::sum, 0, send, recv}, async, info);
+  }
+  Work reduce_scatter(const void* send, void* recv, int64_t count, DType t, ReduceOp op,
+                      bool async, CallInfo info) override {
+    return submit({CommOp::reduce_scatter, count, t, op, 0, send, recv}, async, info);
+  }
+  Work all_reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op, bool async,
+                  CallInfo info) override {
+    return submit({CommOp::all_reduce, count, t, op, 0, send, recv}, async, info);
+  }
+  Work broadcast(void* buf, int64_t count, DType t, int root, bool async, CallInfo info) override {
+    return submit({CommOp::broadcast, count, t, ReduceOp::sum, root, buf, buf}, async, info);
+  }
+  void barrier() override { submit({CommOp::barrier}, false, {}); }
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    if (color < 0) SL_THROW(InvalidArgument, "local split: color ", color, " must be >= 0");
+    Desc d;
+    d.op = CommOp::split;
+    d.color = color;
+    d.key = key;
+    std::shared_ptr<Task> t = enqueue(d, false, {});
+    Work(t).wait();
+    auto sub = std::make_unique<LocalComm>(world_, t->split.group, t->split.rank, world_rank_,
+                                           device_);
+    sub->set_recorder(recorder_);
+    return sub;
+  }
+
+ private:
+  // One queued collective; also its completion handle.
+  struct Task final : Work::State {
+    Desc d;
+    CallInfo info;
+    bool async = false;
+    Recorder* rec = nullptr;
+    CommTimes times;
+    int64_t bytes = 0;
+    SplitResult split;
+
+    mutable std::mutex mu;
+    std::condition_variable cv;
+    bool finished = false;
+    bool reported = false;
+    std::exception_ptr error;
+
+    void wait() override {
+      const int64_t t_wait = async ? comm_clock(rec) : -1;
+      std::unique_lock<std::mutex> lk(mu);
+      cv.wait(lk, [&] { return finished; });
+      if (!reported) {
+        reported = true;
+        if (async) times.t_wait = t_wait;
+        if (!error) report();
+      }
+      if (error) std::rethrow_exception(error);
+    }
+    bool done() const override {
+      std::lock_guard<std::mutex> lk(mu);
+      return finished;
+    }
+    ~Task() override {
+      if (finished && !reported && !error) report();
+    }
+    void report() const {
+      if (d.op != CommOp::split) record_comm_span(rec, d.op, info, bytes, d.dtype, times);
+    }
+  };
+
+  std::shared_ptr<Task> enqueue(const Desc& d, bool async, CallInfo info) {
+    auto t = std::make_shared<Task>();
+    t->d = d;
+    t->info = info;
+    t->async = async;
+    t->rec = recorder_;
+    t->bytes = collective_bytes(d.op, d.count, d.dtype, size_);
+    t->times.t_issue = comm_clock(recorder_);
+    {
+      std::lock_guard<std::mutex> lk(qmu_);
+      queue_.push_back(t);
+    }
+    qcv_.notify_one();
+    return t;
+  }
+
+  Work submit(const Desc& d, bool async, CallInfo info) {
+    check_collective_args("local", d.op, d.send, d.recv, d.count, d.root, size_);
+    add_traffic(traffic_, d.op, d.count, d.dtype, size_);
+    Work w(enqueue(d, async, info));
+    if (!async) w.wait();
+    return w;
+  }
+
+  void worker_loop() {
+    set_thread_rank(world_rank_);
+    for (;;) {
+      std::shared_ptr<Task> t;
+      {
+        std::unique_lock<std::mutex> lk(qmu_);
+        qcv_.wait(lk, [&] { return !queue_.empty() || stopping_; });
+        if (queue_.empty()) return;
+        t = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      t->times.t_start = comm_clock(t->rec);
+      std::exception_ptr error;
+      try {
+        execute(*t);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      t->times.t_end = comm_clock(t->rec);
+      {
+        std::lock_guard<std::mutex> lk(t->mu);
+        t->error = error;
+        t->finished = true;
+      }
+      t->cv.notify_all();
+    }
+  }
+
+  void execute(Task& t) {
+    const Desc& d = t.d;
+    const int n = size_;
+    const int64_t es = static_cast<int64_t>(dtype_size(d.dtype));
+    // Staging is taken before the rendezvous: running out of memory fails this rank alone.
+    int64_t reduce_len = 0;
+    if (d.op == CommOp::reduce_scatter) reduce_len = d.count;
+    if (d.op == CommOp::all_reduce) {
+      auto [lo, hi] = chunk(d.count, rank_, n);
+      reduce_len = hi - lo;
+    }
+    Buffer staging;
+    if (reduce_len > 0)
+      staging = device_.alloc(reduce_staging_bytes(reduce_len, d.dtype), MemCategory::comm_buffers);
+
+    t.split = meet(*group_, rank_, d);
+    if (d.op == CommOp::barrier || d.op == CommOp::split) return;
+
+    // Between meet and finish every rank's Desc is stable and its buffers are ours to read.
+    const std::vector<Desc>& all = group_->desc;
+    switch (d.op) {
+      case CommOp::all_gather: {
+        const int64_t bytes = d.count * es;
+        for (int j = 0; j < n; ++j)
+          if (at(d.recv, j * bytes) != all[j].send && bytes > 0)
+            std::memcpy(at(d.recv, j * bytes), all[j].send, static_cast<size_t>(bytes));
+        break;
+      }
+      case CommOp::reduce_scatter: {
+        std::vector<const void*> src(n);
+        for (int j = 0; j < n; ++j) src[j] = at(all[j].send, rank_ * d.count * es);
+        void* dst = d.recv;
+        if (reduce_len > 0)
+          reduce_rank_order(src.data(), n, &dst, 1, reduce_len, d.dtype, d.reduce, staging.data());
+        break;
+      }
+      case CommOp::all_reduce: {
+        const int64_t lo = chunk(d.count, rank_, n).first;
+        std::vector<const void*> src(n);
+        std::vector<void*> dst(n);
+        for (int j = 0; j < n; ++j) {
+          src[j] = at(all[j].send, lo * es);
+          dst[j] = at(all[j].recv, lo * es);
+        }
+        if (reduce_len > 0)
+          reduce_rank_order(src.data(), n, dst.data(), n, reduce_len, d.dtype, d.reduce,
+                            staging.data());
+        break;
+      }
+      case CommOp::broadcast:
+        if (rank_ != d.root && d.count > 0)
+          std::memcpy(d.recv, all[d.root].send, static_cast<size_t>(d.count * es));
+        break;
+      default: break;
+    }
+    finish(*group_);
+  }
+
+  std::shared_ptr<LocalWorld> world_;
+  std::shared_ptr<Group> group_;
+  int world_rank_;
+  Device& device_;
+
+  std::mutex qmu_;
+  std::condition_variable qcv_;
+  std::deque<std::shared_ptr<Task>> queue_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace
+
+// ---- LocalWorld -------------------------------------------------------------------------------
+
+LocalWorld::LocalWorld(int size) : impl_(std::make_unique<Impl>()) {
+  if (size < 1) SL_THROW(InvalidArgument, "local backend: world size ", size, " must be >= 1");
+  impl_->size = size;
+  std::vector<int> ranks(size);
+  for (int r = 0; r < size; ++r) ranks[r] = r;
+  impl_->world_group = make_group(impl_.get(), std::move(ranks));
+}
+
+LocalWorld::~LocalWorld() = default;
+
+int LocalWorld::size() const { return impl_->size; }
+
+bool LocalWorld::abort(int rank, const std::string& message) {
+  std::vector<std::shared_ptr<Group>> groups;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    if (impl_->failed_rank >= 0) return false;
+    impl_->failed_rank = rank;
+    impl_->failure = message;
+    impl_->aborted = true;
+    for (const auto& w : impl_->groups)
+      if (auto g = w.lock()) groups.push_back(std::move(g));
+  }
+  // Lock each group so that no waiter can miss the flag between its check and its wait.
+  for (const auto& g : groups) {
+    std::lock_guard<std::mutex> lk(g->mu);
+    g->cv.notify_all();
+  }
+  return true;
+}
+
+bool LocalWorld::aborted() const { return impl_->aborted; }
+
+int LocalWorld::failed_rank() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->failed_rank;
+}
+
+std::string LocalWorld::failure_message() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->failure;
+}
+
+std::unique_ptr<Communicator> make_local_communicator(const std::shared_ptr<LocalWorld>& world,
+                                                      int rank, Device& device) {
+  if (rank < 0 || rank >= world->size())
+    SL_THROW(InvalidArgument, "local backend: rank ", rank, " outside a world of ", world->size());
+  if (device.kind() != DeviceKind::cpu)
+    SL_THROW(InvalidArgument, "local backend: device ", device_kind_name(device.kind()),
+             " is not supported: ranks exchange host memory directly (use backend nccl for GPUs)");
+  return std::make_unique<LocalComm>(world, world->impl().world_group, rank, rank, device);
+}
+
+}  // namespace shardlab

@@ -1,0 +1,48 @@
+// The local backend: ranks are threads of one process. A LocalWorld is what the rank threads
+// share (who failed, which ranks are alive); each rank makes its Communicator over it with its own
+// Device, so collective staging is charged to that rank's tracker (MemCategory::comm_buffers).
+//
+// Each communicator runs its rank's collectives on its own worker thread, in issue order, so an
+// async collective overlaps the rank's compute. At a collective the workers of all ranks meet
+// (a rendezvous that also checks that they agree on op, count, dtype, reduce op and root), each
+// does its share of the data movement, and they meet again before anyone returns.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/comm/communicator.hpp"
+#include "core/device/device.hpp"
+
+namespace shardlab {
+
+class LocalWorld {
+ public:
+  explicit LocalWorld(int size);
+  ~LocalWorld();
+  LocalWorld(const LocalWorld&) = delete;
+  LocalWorld& operator=(const LocalWorld&) = delete;
+
+  int size() const;
+
+  // Rank `rank` failed with `message`: every collective of every communicator of this world that
+  // is blocked, or starts later, throws CommError "rank R: aborted: rank K failed: <message>".
+  // The first call wins; later calls (the secondary errors) are ignored. Returns true for the first.
+  bool abort(int rank, const std::string& message);
+  bool aborted() const;
+  int failed_rank() const;             // -1 when nothing failed
+  std::string failure_message() const;  // the first failure's message, without a rank prefix
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Rank `rank`'s communicator over all ranks of `world`. Collective staging goes through `device`
+// (a CPU device: the local backend reads and writes the other ranks' host memory).
+std::unique_ptr<Communicator> make_local_communicator(const std::shared_ptr<LocalWorld>& world,
+                                                      int rank, Device& device);
+
+}  // namespace shardlab

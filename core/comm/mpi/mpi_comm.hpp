@@ -1,0 +1,22 @@
+// The MPI backend (built with SHARDLAB_MPI): each process is one rank; collectives are MPI's own
+// (MPI_Allgather, MPI_Reduce_scatter_block, MPI_Allreduce, MPI_Bcast, and the MPI_I* forms for
+// async). bf16 and f16 travel as 2-byte contiguous types summed by a user MPI_Op through f32.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "core/comm/communicator.hpp"
+#include "core/device/device.hpp"
+
+namespace shardlab {
+
+// Initialises MPI once (MPI_Init_thread asking for MPI_THREAD_SERIALIZED; MPI_Finalize runs at
+// exit) unless the program already did; throws when the thread level is too low to use.
+void mpi_ensure_initialized();
+
+// A communicator over a duplicate of `comm`; staging is charged to `device`'s tracker.
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, Device& device);
+
+}  // namespace shardlab
