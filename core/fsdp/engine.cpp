@@ -12,17 +12,6 @@
 
 namespace shardlab {
 
-const char* accum_mode_name(AccumMode m) {
-  return m == AccumMode::no_sync ? "no_sync" : "reduce_each";
-}
-
-AccumMode parse_accum_mode(const std::string& s) {
-  if (s == "reduce_each") return AccumMode::reduce_each;
-  if (s == "no_sync") return AccumMode::no_sync;
-  SL_THROW(InvalidArgument, "unknown gradient accumulation mode '", s,
-           "' (expected reduce_each or no_sync)");
-}
-
 // ---- construction -------------------------------------------------------------------------
 
 Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,

@@ -37,25 +37,11 @@ struct AdamWConfig {
   float weight_decay = 0.0f;
 };
 
-// How gradients of K > 1 micro-batches are accumulated by strategies that keep only gradient
-// shards (shard_grad_op, full_shard, hybrid_shard). no_shard and shard_optim keep full gradients
-// anyway and always accumulate locally, communicating on the last micro-batch only.
-enum class AccumMode : uint8_t {
-  // Reduce-scatter after every micro-batch and add into the gradient shard: memory stays sharded,
-  // gradient traffic is K times one step's. The default.
-  reduce_each,
-  // no_sync: keep every unit's full fp32 gradient across micro-batches (4 Psi bytes per rank, the
-  // memory FSDP was meant to save) and reduce once, on the last micro-batch.
-  no_sync,
-};
-const char* accum_mode_name(AccumMode m);
-AccumMode parse_accum_mode(const std::string& s);
-
 struct EngineConfig {
   Strategy strategy = Strategy::full_shard;
   int hybrid_group = 0;            // G for hybrid_shard; must divide the world size
   int prefetch = 1;                // units whose all-gather is issued ahead (0 = off)
-  int max_inflight_gathers = 2;    // all-gathers issued and not yet consumed, at most (>= 1)
+  int max_inflight_gathers = 0;    // all-gathers issued and not yet consumed, at most (0 = no limit)
   DType param_dtype = DType::f32;  // gathered / full parameters and the all-gathers
   DType reduce_dtype = DType::f32; // gradients kept and the gradient collectives
   bool act_ckpt = false;           // recompute each block's forward during its backward

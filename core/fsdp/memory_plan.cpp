@@ -8,6 +8,7 @@
 
 #include "core/base/error.hpp"
 #include "core/fsdp/flat_param.hpp"
+#include "core/model/params.hpp"
 
 namespace shardlab {
 
@@ -56,49 +57,24 @@ namespace {
 
 int64_t& at(MemArray& a, MemCategory c) { return a[static_cast<int>(c)]; }
 
-// Transient bytes at the step's peak. The engine (engine.cpp) allocates, per unit and in this order:
-// the gathered flat params (params_unsharded, param dtype; only for full_shard/hybrid_shard, plus
-// `prefetch` more units in flight), an fp32 compute copy when the param dtype is not f32 (workspace),
-// the unit's full fp32 gradient during its backward (grads_unsharded; the root's lives through the
-// whole backward because the tied wte gets gradient from the head first and the embedding last),
-// and a reduce-dtype staging copy of it for the collective when the reduce dtype is not f32.
-void plan_transient(const PlanInput& in, int group, MemoryPlan& plan) {
-  std::vector<int64_t> padded;
-  for (int64_t n : in.unit_numels) padded.push_back(round_up(n, group));
-  const int64_t root = padded.empty() ? 0 : padded[0];
-  int64_t block = 0;
-  for (size_t i = 1; i < padded.size(); ++i) block = std::max(block, padded[i]);
-  const int64_t p = dtype_size(in.param_dtype), g = dtype_size(in.reduce_dtype);
-  const bool mixed = in.param_dtype != DType::f32;
-
-  int64_t gathered = 0;  // elements of params gathered or cast at the peak
-  if (gathers_params_per_unit(in.strategy)) {
-    gathered = root + (1 + std::max(in.prefetch, 0)) * block;
-    at(plan.transient, MemCategory::params_unsharded) = gathered * p;
-  } else if (mixed) {
-    gathered = root + block;  // fp32 compute copies of the root and the current block
-  }
-  if (mixed) at(plan.transient, MemCategory::workspace) += gathered * 4;
-  at(plan.transient, MemCategory::grads_unsharded) = (root + block) * 4;
-  if (in.reduce_dtype != DType::f32)
-    at(plan.transient, MemCategory::comm_buffers) = std::max(root, block) * g;
-  at(plan.transient, MemCategory::activations) += in.activations;
-  at(plan.transient, MemCategory::workspace) += in.workspace;
-}
-
 }  // namespace
 
 MemoryPlan plan_memory(const PlanInput& in) {
   SL_CHECK(in.world >= 1, "plan: world size ", in.world, " must be at least 1");
-  SL_CHECK(!in.unit_numels.empty(), "plan: no units (give Psi or a model)");
   MemoryPlan plan;
   plan.input = in;
+  if (in.model) {
+    plan.input.unit_numels.clear();
+    for (int u = 0; u < num_units(*in.model); ++u)
+      plan.input.unit_numels.push_back(unit_layout(*in.model, u).numel);
+  }
+  SL_CHECK(!plan.input.unit_numels.empty(), "plan: no units (give Psi or a model)");
   plan.group = shard_group_size(in.strategy, in.world,
                                 in.hybrid_group > 0 ? in.hybrid_group : in.world);
   const StateBytes b = state_bytes(in.param_dtype, in.reduce_dtype);
   const bool full_p = keeps_full_params(in.strategy), full_g = keeps_full_grads(in.strategy),
              full_o = keeps_full_optim(in.strategy);
-  for (int64_t n : in.unit_numels) {
+  for (int64_t n : plan.input.unit_numels) {
     SL_CHECK(n >= 0, "plan: unit size ", n, " is negative");
     const int64_t padded = round_up(n, plan.group), shard = padded / plan.group;
     plan.padded_psi += padded;
@@ -106,11 +82,11 @@ MemoryPlan plan_memory(const PlanInput& in) {
     at(plan.persistent, MemCategory::grads) += (full_g ? padded : shard) * b.grads;
     at(plan.persistent, MemCategory::optimizer_state) += (full_o ? padded : shard) * b.optimizer;
   }
-  const double exact = formula_persistent_bytes(in.strategy, static_cast<double>(in.psi()),
+  const double exact = formula_persistent_bytes(in.strategy, static_cast<double>(plan.input.psi()),
                                                 in.world, plan.group, in.param_dtype,
                                                 in.reduce_dtype);
   plan.padding_bytes = plan.persistent_total() - static_cast<int64_t>(exact + 0.5);
-  plan_transient(in, plan.group, plan);
+  if (in.model) plan_step_transient(plan);
   return plan;
 }
 

@@ -8,18 +8,20 @@
 // the padded parameter count; `padding_bytes` is what that padding costs on top of the formula
 // with the real Psi.
 //
-// Transient state (gathered units, unsharded gradients, activations, scratch) is added on top at
-// the step's peak; see plan_transient() in memory_plan.cpp for how the engine's schedule maps to it.
+// Transient state (gathered units, unsharded gradients, activations, scratch, staging) comes from
+// replaying the engine's schedule for one step with byte counts only (plan_schedule.cpp): every
+// allocation and free the engine makes, in the same order, so the planned peak is the step's peak.
 #pragma once
 
 #include <cstdint>
-#include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/base/dtype.hpp"
 #include "core/fsdp/strategy.hpp"
 #include "core/memory/tracker.hpp"
+#include "core/model/config.hpp"
 
 namespace shardlab {
 
@@ -30,14 +32,24 @@ struct PlanInput {
   DType param_dtype = DType::f32;
   DType reduce_dtype = DType::f32;
   // Unpadded parameter count of each unit (root first, then the blocks). One entry is fine for a
-  // model given only by Psi.
+  // model given only by Psi. Filled from `model` when that is set.
   std::vector<int64_t> unit_numels;
-  int prefetch = 1;              // all-gathers in flight ahead of the unit computing (0 = off)
-  // Transient terms that depend on the model and batch, filled by plan_input_for_model (engine) or
-  // left 0 for a states-only plan such as the ZeRO paper's example.
-  int64_t activations = 0;       // saved activations at their peak (end of forward)
-  int64_t workspace = 0;         // scratch at the peak (logits' gradient, layer temporaries)
   int64_t capacity = 0;          // per-rank device capacity in bytes, 0 = unlimited
+
+  // The run, for the transient part. Without a model the plan covers persistent state only (the
+  // "model states" of the ZeRO paper's figure).
+  std::optional<GPTConfig> model;
+  int batch = 1;                 // B: sequences per micro-batch per rank
+  int seq_len = 0;               // T (0: model.max_seq_len)
+  int accum = 1;                 // K micro-batches per step
+  int prefetch = 1;              // all-gathers issued ahead (EngineConfig::prefetch)
+  int max_inflight_gathers = 0;  // EngineConfig::max_inflight_gathers (0 = no limit)
+  bool act_ckpt = false;
+  AccumMode accum_mode = AccumMode::reduce_each;
+  bool clip = false;
+  // The local backend's collectives take a small f32 staging buffer (comm_buffers) while they
+  // reduce; other backends stage inside the library, invisible to the tracker.
+  bool local_staging = true;
 
   int64_t psi() const;
 };
@@ -47,6 +59,7 @@ struct MemoryPlan {
   int group = 1;                 // shard group size used for padding and shards
   MemArray persistent{};         // by category
   MemArray transient{};          // by category, on top of persistent, at the planned peak
+  std::string peak_where;        // the moment of the peak, e.g. "backward unit 0 (head)"
   int64_t padding_bytes = 0;     // part of `persistent` that is padding
   int64_t padded_psi = 0;        // sum over units of the padded unit size
 
@@ -69,6 +82,10 @@ double formula_persistent_bytes(Strategy s, double psi, int world, int hybrid_gr
                                 DType param_dtype = DType::f32, DType reduce_dtype = DType::f32);
 
 MemoryPlan plan_memory(const PlanInput& in);
+
+// The engine's schedule replayed with byte counts (plan_schedule.cpp): fills plan.transient and
+// plan.peak_where for plan.input.model; called by plan_memory.
+void plan_step_transient(MemoryPlan& plan);
 
 // Fixed-width table of plans, one row per plan: persistent by category, transient, peak, fits.
 // `decimal` prints GB (1e9, as the ZeRO paper does) instead of MiB.

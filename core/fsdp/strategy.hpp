@@ -2,6 +2,7 @@
 // which collectives a step issues. The table is in /docs/fsdp.md and DESIGN.md "Strategies".
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace shardlab {
@@ -35,5 +36,19 @@ inline bool gathers_params_per_unit(Strategy s) {
 // The number of ranks a unit is sharded over: 1 for no_shard (nothing is split), the hybrid group
 // size G for hybrid_shard, the world size N otherwise.
 int shard_group_size(Strategy s, int world, int hybrid_group);
+
+// How gradients of K > 1 micro-batches are accumulated by strategies that keep only gradient
+// shards (shard_grad_op, full_shard, hybrid_shard). no_shard and shard_optim keep full gradients
+// anyway and always accumulate locally, communicating on the last micro-batch only.
+enum class AccumMode : uint8_t {
+  // Reduce-scatter after every micro-batch and add into the gradient shard: memory stays sharded,
+  // gradient traffic is K times one step's. The default.
+  reduce_each,
+  // no_sync: keep every unit's full fp32 gradient across micro-batches (4 Psi bytes per rank, the
+  // memory FSDP was meant to save) and reduce once, on the last micro-batch.
+  no_sync,
+};
+const char* accum_mode_name(AccumMode m);
+AccumMode parse_accum_mode(const std::string& s);
 
 }  // namespace shardlab
