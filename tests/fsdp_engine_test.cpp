@@ -56,3 +56,114 @@ TEST(FsdpEngine, MatchesSingleRankReferenceWithTheSameGlobalBatch) {
               max_abs_diff(one.params, ref.params));
   EXPECT_LT(max_abs_diff(one.params, ref.params), 1e-5);
 }
+
+TEST(FsdpEngine, HybridShardMatchesFullShardWithinTolerance) {
+  // hybrid_shard sums a group's gradients first, then across groups: another summation order
+  // than full_shard's rank order, so agreement is within rounding (same bound as above).
+  const GPTConfig model = tiny_model();
+  RunResult full = run_engine(model, test_config(Strategy::full_shard), 4, 20, 2, 16);
+  for (int g : {1, 2, 4}) {
+    EngineConfig ec = test_config(Strategy::hybrid_shard);
+    ec.hybrid_group = g;
+    RunResult h = run_engine(model, ec, 4, 20, 2, 16);
+    const double d = max_abs_diff(h.params, full.params);
+    std::printf("hybrid_shard G=%d (4 ranks) vs full_shard: max |dparam| %.3g\n", g, d);
+    EXPECT_LT(d, 0.01 * 20 * ec.adam.lr) << "G=" << g;
+    EXPECT_LT(h.losses.back(), h.losses.front() - 0.3f);
+    // G = N is full_shard; G = 1 all-reduces whole units in the same rank order as the
+    // reduce-scatter: both bit-identical to full_shard.
+    if (g != 2) {
+      EXPECT_TRUE(bit_identical(h.params, full.params)) << "G=" << g;
+    }
+  }
+}
+
+TEST(FsdpEngine, MixedPrecisionStrategiesAgreeAndTrackFp32) {
+  const GPTConfig model = tiny_model();
+  RunResult f32 = run_engine(model, test_config(Strategy::no_shard), 4, 20, 2, 16);
+  for (DType pd : {DType::bf16, DType::f16}) {
+    RunResult ref;
+    for (Strategy s : kFour) {
+      EngineConfig ec = test_config(s);
+      ec.param_dtype = ec.reduce_dtype = pd;
+      RunResult r = run_engine(model, ec, 4, 20, 2, 16);
+      if (s == Strategy::no_shard) {
+        ref = r;
+        // Parameters are rounded to 8 (bf16) or 11 (f16) bits for compute, gradients for the
+        // reduction; the fp32 master copy keeps the small updates. Loss curves stay together.
+        double worst = 0;
+        for (size_t i = 0; i < r.losses.size(); ++i)
+          worst = std::max(worst, static_cast<double>(std::abs(r.losses[i] - f32.losses[i])));
+        std::printf("%s vs f32 (no_shard, 4 ranks): max |dloss| %.3g, max |dparam| %.3g\n",
+                    dtype_name(pd), worst, max_abs_diff(r.params, f32.params));
+        EXPECT_LT(worst, pd == DType::bf16 ? 0.05 : 0.01);
+        EXPECT_LT(r.losses.back(), r.losses.front() - 0.3f);
+        continue;
+      }
+      // The same casts happen at the same places in every strategy, and the reductions (fp32
+      // accumulation, one rounding) are rank-ordered: still bit-identical.
+      EXPECT_TRUE(bit_identical(r.params, ref.params))
+          << dtype_name(pd) << " " << strategy_name(s) << ": max |dparam| "
+          << max_abs_diff(r.params, ref.params);
+    }
+  }
+}
+
+TEST(FsdpEngine, BytesCommunicatedPerStepEqualTheory) {
+  const GPTConfig model = tiny_model();
+  for (int n : {2, 3, 4}) {
+    for (DType dt : {DType::f32, DType::bf16}) {
+      for (Strategy s : {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op,
+                         Strategy::full_shard, Strategy::hybrid_shard}) {
+        if (s == Strategy::hybrid_shard && n != 4) continue;
+        EngineConfig ec = test_config(s);
+        ec.hybrid_group = 2;
+        ec.param_dtype = ec.reduce_dtype = dt;
+        RunResult r = run_engine(model, ec, n, 2, 1, 16);
+        const StepStats& st = r.stats.back();
+        const int g = shard_group_size(s, n, 2);
+        // Psi_p: padded to the group (per unit); elements-worth per rank, times the dtype size.
+        int64_t psi_p = 0, psi = 0;
+        for (int u = 0; u < num_units(model); ++u) {
+          psi += unit_layout(model, u).numel;
+          psi_p += (unit_layout(model, u).numel + g - 1) / g * g;
+        }
+        const int64_t e = dtype_size(dt);
+        int64_t ag = 0, rs = 0, ar = 0, inter = 0;
+        switch (s) {
+          case Strategy::no_shard:  // 2 Psi (N-1)/N: all-reduce, counted per unit
+            for (int u = 0; u < num_units(model); ++u)
+              ar += 2 * unit_layout(model, u).numel * e * (n - 1) / n;
+            EXPECT_NEAR(static_cast<double>(ar), 2.0 * psi * e * (n - 1) / n, num_units(model));
+            inter = ar;
+            break;
+          case Strategy::shard_optim:
+          case Strategy::shard_grad_op:  // Psi (N-1)/N reduce-scatter + Psi (N-1)/N all-gather
+            rs = psi_p * e * (n - 1) / n;
+            ag = psi_p * e * (n - 1) / n;
+            break;
+          case Strategy::full_shard:  // 3 Psi (N-1)/N: two all-gathers, one reduce-scatter
+            ag = 2 * psi_p * e * (n - 1) / n;
+            rs = psi_p * e * (n - 1) / n;
+            break;
+          case Strategy::hybrid_shard: {  // full_shard in the group, all-reduce of shards across
+            ag = 2 * psi_p * e * (g - 1) / g;
+            rs = psi_p * e * (g - 1) / g;
+            const int groups = n / g;
+            for (int u = 0; u < num_units(model); ++u) {
+              const int64_t shard = (unit_layout(model, u).numel + g - 1) / g;
+              ar += 2 * shard * e * (groups - 1) / groups;
+            }
+            inter = ar;
+            break;
+          }
+        }
+        EXPECT_EQ(st.comm_all_gather, ag) << strategy_name(s) << " N=" << n << " " << dtype_name(dt);
+        EXPECT_EQ(st.comm_reduce_scatter, rs) << strategy_name(s) << " N=" << n;
+        EXPECT_EQ(st.comm_all_reduce, ar) << strategy_name(s) << " N=" << n;
+        EXPECT_EQ(st.comm_inter, inter) << strategy_name(s) << " N=" << n;
+        EXPECT_EQ(st.comm_intra, ag + rs) << strategy_name(s) << " N=" << n;
+      }
+    }
+  }
+}

@@ -108,6 +108,9 @@ class Engine {
 
   // Full fp32 parameters of a unit (unpadded, unit_layout order), on every rank. Collective.
   std::vector<float> gather_unit_params(int unit);
+  // The reduced fp32 gradient of a unit (unpadded), on every rank: valid after the last
+  // forward_backward of a step and before optimizer_step. Collective.
+  std::vector<float> gather_unit_grads(int unit);
   // This rank's shard of a unit (see UnitShard) and its inverse; the step count goes with Adam.
   UnitShard get_shard(int unit) const;
   void set_shard(int unit, const UnitShard& s);

@@ -119,6 +119,24 @@ std::vector<float> Engine::gather_unit_params(int unit) {
   return host;
 }
 
+std::vector<float> Engine::gather_unit_grads(int unit) {
+  Impl& m = *impl_;
+  layout(unit);
+  m.drain(0);
+  FsdpUnit& u = m.units[unit];
+  const int64_t P = u.layout.padded_numel(), n = u.own.size;
+  Buffer full = m.dev.alloc(P * 4, MemCategory::workspace);
+  Buffer mine = m.dev.alloc(n * 4, MemCategory::workspace);
+  cast_to_f32(m.dev, mine.f32(), m.owned_grads(u), m.cfg.reduce_dtype, n);
+  if (m.shard_comm)
+    m.shard_comm->all_gather(mine.data(), full.data(), n, DType::f32);
+  else
+    m.dev.copy(full.data(), mine.data(), n * 4);
+  std::vector<float> host(u.layout.numel());
+  m.dev.copy_to_host(host.data(), full.data(), u.layout.numel() * 4);
+  return host;
+}
+
 UnitShard Engine::get_shard(int unit) const {
   Impl& m = *impl_;
   layout(unit);  // range check
