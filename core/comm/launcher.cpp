@@ -37,6 +37,8 @@ void run_local_rank(const LaunchOptions& opts, const std::function<void(RankCont
     ctx.recorder = res.recorder.get();
     fn(ctx);
     res.recorder->flush();
+  } catch (const CommError& e) {
+    world->abort(rank, strip_rank_prefix(e.what(), rank), /*secondary=*/true);
   } catch (const std::exception& e) {
     world->abort(rank, strip_rank_prefix(e.what(), rank));
   } catch (...) {

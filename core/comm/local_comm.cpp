@@ -52,6 +52,7 @@ struct LocalWorld::Impl {
   std::atomic<bool> aborted{false};
   mutable std::mutex mu;
   int failed_rank = -1;
+  bool failure_secondary = false;
   std::string failure;
   std::vector<std::weak_ptr<Group>> groups;
   std::shared_ptr<Group> world_group;
@@ -77,6 +78,7 @@ struct Group {
   int arrived = 0;
   std::vector<char> here;
   std::vector<char> left;  // the rank's communicator was destroyed: it will never arrive again
+  std::vector<char> left_unwinding;  // ... while an exception was in flight on that rank
   std::vector<Desc> desc;
   std::string error;  // the completed generation's disagreement, empty when the ranks agree
   std::vector<SplitResult> split;
@@ -100,6 +102,7 @@ std::shared_ptr<Group> make_group(LocalWorld::Impl* world, std::vector<int> worl
   g->world_ranks = std::move(world_ranks);
   g->here.assign(g->size, 0);
   g->left.assign(g->size, 0);
+  g->left_unwinding.assign(g->size, 0);
   g->desc.resize(g->size);
   g->split.resize(g->size);
   std::lock_guard<std::mutex> lk(world->mu);
@@ -151,6 +154,11 @@ void compute_split(Group& g) {
   }
 }
 
+[[noreturn]] void throw_left(const Group& g, int j, const char* name) {
+  SL_THROW(CommError, name, ": ", g.who(j), " left the communicator",
+           g.left_unwinding[j] ? " (its rank is failing)" : "", " without calling ", name);
+}
+
 // Posts rank r's call and waits until every rank of the group has posted one. Throws CommError
 // when the world aborted, a rank left without calling, or the ranks disagree.
 SplitResult meet(Group& g, int r, const Desc& d) {
@@ -161,9 +169,9 @@ SplitResult meet(Group& g, int r, const Desc& d) {
       if (g.left[j] && !g.here[j]) return j;
     return -1;
   };
-  if (g.world->aborted) SL_THROW(CommError, name, ": ", g.world->failure_text());
-  if (int j = missing_left(); j >= 0)
-    SL_THROW(CommError, name, ": ", g.who(j), " left the communicator without calling ", name);
+  if (g.world->aborted)
+    SL_THROW(CommError, g.world->failure_text(), " (released from ", name, ")");
+  if (int j = missing_left(); j >= 0) throw_left(g, j, name);
   g.desc[r] = d;
   g.here[r] = 1;
   const uint64_t my_gen = g.gen;
@@ -180,9 +188,9 @@ SplitResult meet(Group& g, int r, const Desc& d) {
       // Nobody has seen this rank's buffers yet: withdraw the post and fail.
       g.here[r] = 0;
       --g.arrived;
-      if (g.world->aborted) SL_THROW(CommError, name, ": ", g.world->failure_text());
-      SL_THROW(CommError, name, ": ", g.who(missing_left()), " left the communicator without calling ",
-               name);
+      if (g.world->aborted)
+        SL_THROW(CommError, g.world->failure_text(), " (released from ", name, ")");
+      throw_left(g, missing_left(), name);
     }
   }
   // The generation's results stay valid until this rank posts again: no later one can complete
@@ -233,6 +241,7 @@ class LocalComm final : public Communicator {
     worker_.join();  // runs what is queued first: those calls were issued and others expect them
     std::lock_guard<std::mutex> lk(group_->mu);
     group_->left[rank_] = 1;
+    group_->left_unwinding[rank_] = std::uncaught_exceptions() > 0;
     group_->cv.notify_all();
   }
 
@@ -284,7 +293,7 @@ class LocalComm final : public Communicator {
     std::condition_variable cv;
     bool finished = false;
     bool reported = false;
-    std::exception_ptr error;
+    CarriedError error;
 
     void wait() override {
       const int64_t t_wait = async ? comm_clock(rec) : -1;
@@ -295,7 +304,7 @@ class LocalComm final : public Communicator {
         if (async) times.t_wait = t_wait;
         if (!error) report();
       }
-      if (error) std::rethrow_exception(error);
+      if (error) error.rethrow();
     }
     bool done() const override {
       std::lock_guard<std::mutex> lk(mu);
@@ -345,11 +354,11 @@ class LocalComm final : public Communicator {
         queue_.pop_front();
       }
       t->times.t_start = comm_clock(t->rec);
-      std::exception_ptr error;
+      CarriedError error;
       try {
         execute(*t);
       } catch (...) {
-        error = std::current_exception();
+        error.capture();
       }
       t->times.t_end = comm_clock(t->rec);
       {
@@ -447,13 +456,19 @@ LocalWorld::~LocalWorld() = default;
 
 int LocalWorld::size() const { return impl_->size; }
 
-bool LocalWorld::abort(int rank, const std::string& message) {
+bool LocalWorld::abort(int rank, const std::string& message, bool secondary) {
   std::vector<std::shared_ptr<Group>> groups;
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
-    if (impl_->failed_rank >= 0) return false;
-    impl_->failed_rank = rank;
-    impl_->failure = message;
+    const bool first = impl_->failed_rank < 0;
+    // A real failure replaces a CommError recorded before it: that error may be its consequence
+    // (e.g. its communicator went away while the exception unwound, before the launcher saw it).
+    if (first || (impl_->failure_secondary && !secondary)) {
+      impl_->failed_rank = rank;
+      impl_->failure = message;
+      impl_->failure_secondary = secondary;
+    }
+    if (!first) return false;
     impl_->aborted = true;
     for (const auto& w : impl_->groups)
       if (auto g = w.lock()) groups.push_back(std::move(g));

@@ -27,11 +27,12 @@ class LocalWorld {
 
   // Rank `rank` failed with `message`: every collective of every communicator of this world that
   // is blocked, or starts later, throws CommError "rank R: aborted: rank K failed: <message>".
-  // The first call wins; later calls (the secondary errors) are ignored. Returns true for the first.
-  bool abort(int rank, const std::string& message);
+  // The failure reported is the first one that is not `secondary` (a CommError, which another
+  // rank's failure may have caused), else the first one. Returns true for the first call.
+  bool abort(int rank, const std::string& message, bool secondary = false);
   bool aborted() const;
-  int failed_rank() const;             // -1 when nothing failed
-  std::string failure_message() const;  // the first failure's message, without a rank prefix
+  int failed_rank() const;              // -1 when nothing failed
+  std::string failure_message() const;  // the reported failure's message, without a rank prefix
 
   struct Impl;
   Impl& impl() { return *impl_; }
