@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 #include <ostream>
+#include <utility>
 
 #include "core/base/error.hpp"
 #include "core/memory/tracker.hpp"
@@ -46,9 +47,12 @@ void TrainConfig::validate() const {
   if (threads < 1) SL_THROW(InvalidArgument, "--threads ", threads, ": must be >= 1");
   if (!(min_lr_ratio >= 0.0f && min_lr_ratio <= 1.0f))
     SL_THROW(InvalidArgument, "--min-lr-ratio ", min_lr_ratio, ": must be in [0, 1]");
-  for (auto [name, v] : {std::pair{"--n-layer", n_layer}, {"--n-head", n_head},
-                         {"--n-embd", n_embd}, {"--vocab-size", vocab_size},
-                         {"--max-seq-len", max_seq_len}})
+  const std::pair<const char*, int> overrides[] = {{"--n-layer", n_layer},
+                                                    {"--n-head", n_head},
+                                                    {"--n-embd", n_embd},
+                                                    {"--vocab-size", vocab_size},
+                                                    {"--max-seq-len", max_seq_len}};
+  for (const auto& [name, v] : overrides)
     if (v < 0) SL_THROW(InvalidArgument, name, " ", v, ": must be >= 1 (or 0 for the preset's)");
   optim.validate();
   GPTConfig m = model_config();
