@@ -64,17 +64,23 @@ TEST(AdamW, FirstTwoStepsMatchHandComputation) {
 }
 
 TEST(AdamW, BiasCorrectionMakesTheFirstStepLrWhateverTheGradientScale) {
-  // With bias correction, step 1 is lr * g / (|g| + eps) = lr * sign(g) for any |g| >> eps.
-  // Without it, it would be lr * (1 - b1) / sqrt(1 - b2) = 3.16 lr at betas (0.9, 0.999).
+  // With bias correction, step 1 is -lr * g / (|g| + eps), which is -lr * sign(g) up to eps/|g|
+  // for any gradient scale. Without it, the step would be lr * (1 - b1) / sqrt(1 - b2) = 3.16 lr
+  // at betas (0.9, 0.999).
   Fixture f;
   std::vector<float> p = {0.0f, 0.0f, 0.0f, 0.0f}, g = {1e-3f, -2.0f, 100.0f, -5e4f};
+  const double lr = 0.01, eps = 1e-8;
   AdamW opt(*f.dev, adamw_cfg(0.01f, 0.9f, 0.999f, 1e-8f, 0.0f), 4);
   opt.step(p.data(), g.data(), 4);
-  for (int i = 0; i < 4; ++i) EXPECT_NEAR(p[i], g[i] > 0 ? -0.01f : 0.01f, 1e-7) << i;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NEAR(p[i], -lr * g[i] / (std::fabs(g[i]) + eps), 3e-9) << i;  // ~3 float ulps at 0.01
+    EXPECT_NEAR(std::fabs(p[i]), lr, 1e-6) << i;
+  }
   // A constant gradient keeps the corrected moments at g and g^2: every step is again lr.
   std::vector<float> before = p;
   opt.step(p.data(), g.data(), 4);
-  for (int i = 0; i < 4; ++i) EXPECT_NEAR(p[i] - before[i], g[i] > 0 ? -0.01f : 0.01f, 1e-6) << i;
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NEAR(p[i] - before[i], -lr * g[i] / (std::fabs(g[i]) + eps), 1e-8) << i;
 }
 
 TEST(AdamW, WeightDecayIsDecoupledFromTheMoments) {

@@ -19,14 +19,18 @@ OptimizerKind parse_optimizer_kind(const std::string& s) {
 }
 
 void OptimizerConfig::validate() const {
-  SL_CHECK(std::isfinite(lr) && lr >= 0.0f, "optimizer: lr ", lr, " must be >= 0");
-  SL_CHECK(beta1 >= 0.0f && beta1 < 1.0f, "optimizer: beta1 ", beta1, " must be in [0, 1)");
-  SL_CHECK(beta2 >= 0.0f && beta2 < 1.0f, "optimizer: beta2 ", beta2, " must be in [0, 1)");
-  SL_CHECK(eps > 0.0f, "optimizer: eps ", eps, " must be > 0");
-  SL_CHECK(std::isfinite(weight_decay) && weight_decay >= 0.0f, "optimizer: weight_decay ",
-           weight_decay, " must be >= 0");
-  SL_CHECK(momentum >= 0.0f && momentum < 1.0f, "optimizer: momentum ", momentum,
-           " must be in [0, 1)");
+  // User-facing (the command line's --lr etc. land here): plain messages naming field and value.
+  if (!(std::isfinite(lr) && lr >= 0.0f))
+    SL_THROW(InvalidArgument, "optimizer: lr ", lr, " must be >= 0");
+  if (!(beta1 >= 0.0f && beta1 < 1.0f))
+    SL_THROW(InvalidArgument, "optimizer: beta1 ", beta1, " must be in [0, 1)");
+  if (!(beta2 >= 0.0f && beta2 < 1.0f))
+    SL_THROW(InvalidArgument, "optimizer: beta2 ", beta2, " must be in [0, 1)");
+  if (!(eps > 0.0f)) SL_THROW(InvalidArgument, "optimizer: eps ", eps, " must be > 0");
+  if (!(std::isfinite(weight_decay) && weight_decay >= 0.0f))
+    SL_THROW(InvalidArgument, "optimizer: weight_decay ", weight_decay, " must be >= 0");
+  if (!(momentum >= 0.0f && momentum < 1.0f))
+    SL_THROW(InvalidArgument, "optimizer: momentum ", momentum, " must be in [0, 1)");
 }
 
 Optimizer::Optimizer(Device& dev, const OptimizerConfig& cfg, int64_t n)

@@ -37,8 +37,7 @@ struct TrainStrings {
 void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {
   cmd->option_defaults()->always_capture_default();
 
-  cmd->add_option("--model", c.model, "model preset: " + preset_list() +
-                                          " (sizes in `shardlab train --help` footer)")
+  cmd->add_option("--model", c.model, "model preset: " + preset_list() + " (sizes below)")
       ->group("Model");
   cmd->add_option("--n-layer", c.n_layer, "override the preset's transformer blocks (0 = keep)")
       ->group("Model");
@@ -50,8 +49,8 @@ void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {
       ->group("Model");
 
   cmd->add_option("--data", c.data,
-                  "'synthetic' (Markov chain with a known best loss), a text file (one token per "
-                  "byte) or an llm.c .bin token shard")
+                  "synthetic (Markov chain, known best loss) | FILE.bin (llm.c shard) | any "
+                  "other FILE (bytes)")
       ->group("Data");
   cmd->add_option("--synthetic-vocab", c.synthetic.vocab, "synthetic: number of distinct tokens")
       ->group("Data");
