@@ -79,6 +79,24 @@ TEST(FsdpAccum, KMicroBatchesEqualOneKTimesLargerBatch) {
   EXPECT_EQ(a.g, b.g);
 }
 
+TEST(FsdpAccum, MixedPrecisionAccumulationWithinBf16Rounding) {
+  // bf16 gradients: no_shard rounds the running sum each micro-batch, reduce_each rounds each
+  // reduced micro-batch, no_sync rounds once. All within a few bf16 ulps (2^-8) of the big batch.
+  const GPTConfig model = tiny_model();
+  for (Strategy s : {Strategy::no_shard, Strategy::shard_grad_op, Strategy::full_shard}) {
+    for (AccumMode mode : {AccumMode::reduce_each, AccumMode::no_sync}) {
+      EngineConfig ec = test_config(s);
+      ec.param_dtype = ec.reduce_dtype = DType::bf16;
+      ec.accum_mode = mode;
+      Grads big = grads_after_one_pass(model, ec, 2, 4, 1);
+      Grads acc = grads_after_one_pass(model, ec, 2, 1, 4);
+      EXPECT_LT(max_rel_diff(acc.g, big.g), 4.0 / 256) << strategy_name(s) << " "
+                                                       << accum_mode_name(mode);
+      EXPECT_GT(big.norm, 0.0f);
+    }
+  }
+}
+
 TEST(FsdpAccum, AccumulationOverTwentyStepsTracksTheLargeBatch) {
   const GPTConfig model = tiny_model();
   EngineConfig ec = test_config(Strategy::full_shard);

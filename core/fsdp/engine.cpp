@@ -183,10 +183,18 @@ Engine::Engine(Device& dev, Communicator& world, Recorder* recorder, const GPTCo
 
 Engine::~Engine() {
   // Collectives still in flight read and write buffers about to be freed: finish them first.
+  // After a failure they may end in an error (the launcher aborted the world): nothing to report
+  // from a destructor, the original exception is already on its way.
   if (!impl_) return;
+  auto finish = [](Work& w) {
+    try {
+      w.wait();
+    } catch (...) {
+    }
+  };
   for (FsdpUnit& u : impl_->units)
-    if (u.gather_inflight) u.gather_work.wait();
-  for (PendingReduce& p : impl_->pending) p.work.wait();
+    if (u.gather_inflight) finish(u.gather_work);
+  for (PendingReduce& p : impl_->pending) finish(p.work);
 }
 
 StepStats Engine::step(const std::vector<const int*>& tokens,
