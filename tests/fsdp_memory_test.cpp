@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <mutex>
+#include <sstream>
 
 #include "core/fsdp/memory_plan.hpp"
+#include "core/train/trainer.hpp"
 #include "tests/fsdp_test_util.hpp"
 
 using namespace shardlab;
@@ -192,4 +194,34 @@ TEST(FsdpMemory, CapacityThatNoShardExceedsFullShardTrainsIn) {
               "%.0f KiB and peaked at %.0f KiB\n", capacity / 1024.0, dp_peak / 1024.0,
               fsdp_peak / 1024.0, r.peak_total[0] / 1024.0);
   for (int64_t p : r.peak_total) EXPECT_LE(p, capacity);
+}
+
+TEST(FsdpMemory, PlanMatchesTheTrainersPeak) {
+  // End to end: `shardlab train` on 4 local ranks against `shardlab plan` for the same run.
+  for (Strategy s : {Strategy::no_shard, Strategy::full_shard}) {
+    TrainConfig c;
+    c.model = "tiny";
+    c.steps = 2;
+    c.batch = 16;
+    c.seq = 32;
+    c.accum = 2;
+    c.ranks = 4;
+    c.strategy = s;
+    std::ostringstream out;
+    TrainResult r = run_training(c, out);
+    PlanInput in;
+    in.strategy = s;
+    in.world = 4;
+    in.model = c.model_config();
+    in.batch = 2;  // 16 rows / (4 ranks x 2 micro-batches)
+    in.seq_len = 32;
+    in.accum = 2;
+    in.token_buffers = true;
+    const MemoryPlan plan = plan_memory(in);
+    EXPECT_NEAR(static_cast<double>(plan.peak_total()), static_cast<double>(r.peak_bytes),
+                0.05 * r.peak_bytes)
+        << strategy_name(s);
+    std::printf("shardlab train %s: peak %lld bytes, planned %lld\n", strategy_name(s),
+                static_cast<long long>(r.peak_bytes), static_cast<long long>(plan.peak_total()));
+  }
 }
