@@ -48,25 +48,25 @@ int run_demo(const DemoOptions& o, std::ostream& out) {
   const double mib = 1024.0 * 1024.0;
   char line[160];
   out << "==== side by side (per rank; rank 0) ====\n";
-  std::snprintf(line, sizeof line, "%-28s %16s %16s\n", "", "no_shard (DDP)", "full_shard (FSDP)");
+  std::snprintf(line, sizeof line, "%-28s %18s %18s\n", "", "no_shard (DDP)", "full_shard (FSDP)");
   out << line;
-  std::snprintf(line, sizeof line, "%-28s %16.2f %16.2f\n", "peak MiB", res[0].peak_bytes / mib,
+  std::snprintf(line, sizeof line, "%-28s %18.2f %18.2f\n", "peak MiB", res[0].peak_bytes / mib,
                 res[1].peak_bytes / mib);
   out << line;
   for (int c = 0; c < kNumMemCategories; ++c) {
     const int64_t a = res[0].peak_by_category[c], b = res[1].peak_by_category[c];
     if (a == 0 && b == 0) continue;
-    std::snprintf(line, sizeof line, "  %-26s %16.2f %16.2f\n",
+    std::snprintf(line, sizeof line, "  %-26s %18.2f %18.2f\n",
                   mem_category_name(static_cast<MemCategory>(c)), a / mib, b / mib);
     out << line;
   }
-  std::snprintf(line, sizeof line, "%-28s %16.0f %16.0f\n", "tokens/s (all ranks)",
+  std::snprintf(line, sizeof line, "%-28s %18.0f %18.0f\n", "tokens/s (all ranks)",
                 res[0].tokens_per_s, res[1].tokens_per_s);
   out << line;
-  std::snprintf(line, sizeof line, "%-28s %16.2f %16.2f\n", "MiB sent per step per rank",
+  std::snprintf(line, sizeof line, "%-28s %18.2f %18.2f\n", "MiB sent per step per rank",
                 res[0].comm_bytes_per_step / mib, res[1].comm_bytes_per_step / mib);
   out << line;
-  std::snprintf(line, sizeof line, "%-28s %16.4f %16.4f\n", "final loss", res[0].final_loss,
+  std::snprintf(line, sizeof line, "%-28s %18.4f %18.4f\n", "final loss", res[0].final_loss,
                 res[1].final_loss);
   out << line;
   out << "run directories: " << res[0].run_dir << ", " << res[1].run_dir << "\n";
