@@ -135,6 +135,7 @@ TEST(FsdpMemory, PlannerPredictsMeasuredPeakWithin5Percent) {
     int ranks, B, K, prefetch, group;
     bool ckpt;
     DType pd;
+    int max_inflight = 0;
   };
   const Case cases[] = {
       {Strategy::no_shard, 2, 4, 1, 1, 0, false, DType::f32},
@@ -147,13 +148,17 @@ TEST(FsdpMemory, PlannerPredictsMeasuredPeakWithin5Percent) {
       {Strategy::full_shard, 4, 2, 3, 1, 0, false, DType::f32},
       {Strategy::full_shard, 2, 4, 1, 1, 0, false, DType::bf16},
       {Strategy::hybrid_shard, 4, 4, 1, 1, 2, false, DType::f32},
+      // Depth 2 capped at 2 all-gathers in flight: one unit ahead, as prefetch 1.
+      {Strategy::full_shard, 4, 4, 1, 2, 0, false, DType::f32, 2},
   };
+  std::vector<int64_t> peaks;
   for (const Case& c : cases) {
     EngineConfig ec = test_config(c.s);
     ec.prefetch = c.prefetch;
     ec.hybrid_group = c.group;
     ec.act_ckpt = c.ckpt;
     ec.param_dtype = ec.reduce_dtype = c.pd;
+    ec.max_inflight_gathers = c.max_inflight;
     RunResult r = run_engine(model, ec, c.ranks, 2, c.B, 16, c.K);
     MemoryPlan plan = plan_memory(plan_for(model, ec, c.ranks, c.B, 16, c.K));
     for (int rank = 0; rank < c.ranks; ++rank) {
@@ -166,7 +171,12 @@ TEST(FsdpMemory, PlannerPredictsMeasuredPeakWithin5Percent) {
                   plan.peak_where.c_str());
       EXPECT_NEAR(planned, measured, 0.05 * measured) << strategy_name(c.s);
     }
+    peaks.push_back(plan.peak_total());
   }
+  // The cap bounds memory: prefetch 2 capped at 2 in flight plans as prefetch 1 (case 4), and
+  // uncapped prefetch 2 (case 6) holds one more gathered block.
+  EXPECT_EQ(peaks.back(), peaks[3]);
+  EXPECT_GT(peaks[5], peaks[3]);
 }
 
 TEST(FsdpMemory, CapacityThatNoShardExceedsFullShardTrainsIn) {

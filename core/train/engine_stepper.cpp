@@ -10,6 +10,7 @@ EngineConfig engine_config(const TrainConfig& cfg) {
   e.strategy = cfg.strategy;
   e.hybrid_group = cfg.hybrid_group;
   e.prefetch = cfg.prefetch;
+  e.max_inflight_gathers = cfg.max_inflight_gathers;
   e.param_dtype = cfg.param_dtype;
   e.reduce_dtype = cfg.reduce_dtype;
   e.act_ckpt = cfg.act_ckpt;

@@ -116,6 +116,10 @@ void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {
   cmd->add_option("--prefetch", c.prefetch,
                   "units whose all-gather is issued ahead of the one computing (0 = off)")
       ->group("Parallelism");
+  cmd->add_option("--max-inflight-gathers", c.max_inflight_gathers,
+                  "at most this many all-gathers in flight, the one about to be used included "
+                  "(0 = no cap): bounds the gathered units' memory")
+      ->group("Parallelism");
   cmd->add_option("--param-dtype", s.param_dtype,
                   "f32 | bf16 | f16: gathered parameters (fp32 master copy kept)")
       ->group("Parallelism");

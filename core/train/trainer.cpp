@@ -64,6 +64,9 @@ void TrainConfig::validate() const {
     SL_THROW(InvalidArgument, "--backend '", backend, "': expected local or mpi");
   if (accum < 1) SL_THROW(InvalidArgument, "--accum ", accum, ": must be >= 1");
   if (prefetch < 0) SL_THROW(InvalidArgument, "--prefetch ", prefetch, ": must be >= 0");
+  if (max_inflight_gathers < 0)
+    SL_THROW(InvalidArgument, "--max-inflight-gathers ", max_inflight_gathers,
+             ": must be >= 0 (0 = no cap)");
   if (!(clip >= 0.0f)) SL_THROW(InvalidArgument, "--clip ", clip, ": must be >= 0 (0 = off)");
   if (mem_limit < 0) SL_THROW(InvalidArgument, "--mem-limit ", mem_limit, ": must be >= 0");
   if (hybrid_group < 0) SL_THROW(InvalidArgument, "--hybrid-group ", hybrid_group, ": must be >= 1");
@@ -204,6 +207,7 @@ nlohmann::json run_meta(const TrainConfig& cfg, const GPTConfig& m, int world,
                     {"accum", cfg.accum},
                     {"accum_mode", accum_mode_name(cfg.accum_mode)},
                     {"prefetch", cfg.prefetch},
+                    {"max_inflight_gathers", cfg.max_inflight_gathers},
                     {"param_dtype", dtype_name(cfg.param_dtype)},
                     {"reduce_dtype", dtype_name(cfg.reduce_dtype)},
                     {"act_ckpt", cfg.act_ckpt},

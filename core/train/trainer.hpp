@@ -61,6 +61,7 @@ struct TrainConfig {
   std::string backend = "local";    // local | mpi
   int hybrid_group = 0;             // G for hybrid_shard (0: all ranks in one group)
   int prefetch = 1;                 // all-gathers issued ahead (0 = off)
+  int max_inflight_gathers = 0;     // cap on all-gathers in flight at once (0 = no cap)
   DType param_dtype = DType::f32;   // gathered parameters and their all-gathers
   DType reduce_dtype = DType::f32;  // gradients and their reduction
   int accum = 1;                    // K micro-batches per step; batch / (ranks K) rows each

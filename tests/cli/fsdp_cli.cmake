@@ -40,7 +40,7 @@ if(NOT a STREQUAL b)
   message(FATAL_ERROR "no_shard and shard_grad_op (no_sync) losses differ:\n${a}\n${b}")
 endif()
 run_ok(hsdp ${tiny} --strategy hybrid_shard --hybrid-group 2 --param-dtype bf16 --clip 1
-       --act-ckpt --prefetch 2)
+       --act-ckpt --prefetch 2 --max-inflight-gathers 2)
 
 # Bad parallel options name the option and the value.
 expect_error(bad_strategy "unknown strategy 'zero4'" ${tiny} --strategy zero4)
