@@ -1,11 +1,12 @@
 // core/kernels: element-wise array kernels (casts, axpy, sum of squares) and the optimizer updates
-// against closed forms computed in double here.
+// against closed forms computed in double here; the vectorisable exp and tanh against libm.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "core/kernels/elementwise.hpp"
+#include "core/kernels/fastmath.hpp"
 #include "core/kernels/optim.hpp"
 
 using namespace shardlab;
@@ -58,7 +59,8 @@ TEST_F(ArrayKernelTest, AdamWMatchesClosedFormOverSteps) {
   const float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
   std::vector<float> p = {0.5f, -1.0f, 2.0f}, m(3, 0.0f), v(3, 0.0f);
   std::vector<double> pd(p.begin(), p.end()), md(3, 0.0), vd(3, 0.0);
-  const std::vector<std::vector<float>> grads = {{0.1f, -0.2f, 0.0f}, {0.3f, 0.1f, -1.0f}, {-0.2f, 0.0f, 0.5f}};
+  const std::vector<std::vector<float>> grads = {
+      {0.1f, -0.2f, 0.0f}, {0.3f, 0.1f, -1.0f}, {-0.2f, 0.0f, 0.5f}};
   for (int t = 1; t <= 3; ++t) {
     const auto& g = grads[t - 1];
     adamw_update(*dev, p.data(), g.data(), m.data(), v.data(), 3, lr, b1, b2, eps, wd, t);
@@ -74,8 +76,9 @@ TEST_F(ArrayKernelTest, AdamWMatchesClosedFormOverSteps) {
   std::vector<float> q = {1.0f}, mq = {0}, vq = {0}, gq = {1e-3f};
   adamw_update(*dev, q.data(), gq.data(), mq.data(), vq.data(), 1, 0.1f, b1, b2, 0.0f, 0.0f, 1);
   EXPECT_NEAR(q[0], 0.9f, 1e-6);
-  EXPECT_THROW(adamw_update(*dev, q.data(), gq.data(), mq.data(), vq.data(), 1, 0.1f, b1, b2, eps, 0, 0),
-               InvalidArgument);
+  EXPECT_THROW(
+      adamw_update(*dev, q.data(), gq.data(), mq.data(), vq.data(), 1, 0.1f, b1, b2, eps, 0, 0),
+      InvalidArgument);
 }
 
 TEST_F(ArrayKernelTest, SgdMomentumMatchesClosedForm) {
@@ -96,4 +99,26 @@ TEST_F(ArrayKernelTest, SgdMomentumMatchesClosedForm) {
   sgd_update(*dev, q.data(), g.data(), nullptr, 1, lr, 0.0f, 0.0f);
   EXPECT_FLOAT_EQ(q[0], 0.95f);
   EXPECT_THROW(sgd_update(*dev, q.data(), g.data(), nullptr, 1, lr, 0.9f, 0.0f), InvalidArgument);
+}
+
+// The vectorisable exp and tanh (core/kernels/fastmath.hpp) against libm, over their whole range.
+TEST(FastMath, ExpAndTanhMatchLibm) {
+  double worst_exp = 0, worst_tanh = 0;
+  for (int i = 0; i <= 200000; ++i) {
+    float y = -87.0f * static_cast<float>(i) / 200000.0f;
+    double want = std::exp(static_cast<double>(y));
+    worst_exp = std::max(worst_exp, std::abs(exp_nonpos_approx(y) - want) / want);
+    float x = -12.0f + 24.0f * static_cast<float>(i) / 200000.0f;
+    worst_tanh = std::max(worst_tanh, std::abs(tanh_approx(x) - std::tanh(static_cast<double>(x))));
+  }
+  EXPECT_LT(worst_exp, 2.5e-7);   // ~2 ulp
+  EXPECT_LT(worst_tanh, 2.5e-7);  // absolute
+  // Ends: no overflow, no NaN, exact limits; odd symmetry.
+  EXPECT_EQ(exp_nonpos_approx(0.0f), 1.0f);
+  EXPECT_GT(exp_nonpos_approx(-1000.0f), 0.0f);
+  EXPECT_LT(exp_nonpos_approx(-1000.0f), 2e-38f);
+  EXPECT_EQ(tanh_approx(1e6f), 1.0f);
+  EXPECT_EQ(tanh_approx(-1e6f), -1.0f);
+  EXPECT_EQ(tanh_approx(-0.3f), -tanh_approx(0.3f));
+  EXPECT_EQ(tanh_approx(0.0f), 0.0f);
 }

@@ -39,7 +39,8 @@ TEST_F(KernelTest, LayerNormForwardAndBackward) {
   const int N = 6, C = 10;
   auto x = ref::random_floats(N * C, 1, 2.0f);
   for (int i = 0; i < N * C; ++i) x[i] += 3.0f;  // a large mean: the two-pass variance matters
-  auto w = ref::random_floats(C, 2), b = ref::random_floats(C, 3), dout = ref::random_floats(N * C, 4);
+  auto w = ref::random_floats(C, 2), b = ref::random_floats(C, 3),
+       dout = ref::random_floats(N * C, 4);
   std::vector<float> out(N * C), mean(N), rstd(N);
   layernorm_forward(*dev, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
   Vec xd = ref::to_double(x), wd = ref::to_double(w), bd = ref::to_double(b);
@@ -51,7 +52,9 @@ TEST_F(KernelTest, LayerNormForwardAndBackward) {
                      mean.data(), rstd.data(), N, C);
   for (auto* v : {&dx, &dw, &db})
     for (float& g : *v) g -= 0.5f;
-  auto loss = [&] { return ref::weighted_sum(ref::layernorm(xd, wd.data(), bd.data(), N, C), dout); };
+  auto loss = [&] {
+    return ref::weighted_sum(ref::layernorm(xd, wd.data(), bd.data(), N, C), dout);
+  };
   EXPECT_LT(ref::scaled_max_error(dx, ref::numeric_grad(xd, loss)), kGradTol);
   EXPECT_LT(ref::scaled_max_error(dw, ref::numeric_grad(wd, loss)), kGradTol);
   EXPECT_LT(ref::scaled_max_error(db, ref::numeric_grad(bd, loss)), kGradTol);
@@ -179,9 +182,11 @@ TEST_F(KernelTest, LinearForwardBackwardAndBias) {
   expect_close(out, ref::linear(id, wd.data(), nullptr, N, IC, OC), 1e-6, "out without bias");
 
   std::vector<float> dinp(N * IC, 7.0f), dw(IC * OC, 0.0f), db(OC, 0.0f);
-  linear_backward(*dev, dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N,
-                  IC, OC);
-  auto loss = [&] { return ref::weighted_sum(ref::linear(id, wd.data(), bd.data(), N, IC, OC), dout); };
+  linear_backward(*dev, dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N, IC,
+                  OC);
+  auto loss = [&] {
+    return ref::weighted_sum(ref::linear(id, wd.data(), bd.data(), N, IC, OC), dout);
+  };
   EXPECT_LT(ref::scaled_max_error(dinp, ref::numeric_grad(id, loss)), kGradTol);
   EXPECT_LT(ref::scaled_max_error(dw, ref::numeric_grad(wd, loss)), kGradTol);
   EXPECT_LT(ref::scaled_max_error(db, ref::numeric_grad(bd, loss)), kGradTol);

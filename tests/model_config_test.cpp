@@ -88,13 +88,15 @@ TEST(ModelLayout, UnitsAreContiguousInHuggingFaceOrder) {
   UnitLayout root = unit_layout(cfg, 0);
   std::vector<std::string> names;
   for (const auto& e : root.entries) names.push_back(e.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"}));
   EXPECT_EQ(root.entries[0].shape, (std::vector<int64_t>{256, 64}));
   EXPECT_EQ(root.entries[1].shape, (std::vector<int64_t>{64, 64}));
   UnitLayout blk = unit_layout(cfg, 2);
-  const char* want[] = {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-                        "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-                        "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
+  const char* want[] = {"ln_1.weight",      "ln_1.bias",          "attn.c_attn.weight",
+                        "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
+                        "ln_2.weight",      "ln_2.bias",          "mlp.c_fc.weight",
+                        "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
   ASSERT_EQ(blk.entries.size(), 12u);
   int64_t offset = 0;
   for (size_t i = 0; i < 12; ++i) {
@@ -134,7 +136,8 @@ TEST(ModelInit, DeterministicPerNameWithGpt2Scales) {
   UnitLayout lay = unit_layout(cfg, 1);
   const ParamEntry& qkv = lay.find("h.0.attn.c_attn.weight");
   auto a = init(cfg, 1, 42), b = init(deeper, 1, 42);
-  EXPECT_TRUE(std::equal(a.begin() + qkv.offset, a.begin() + qkv.offset + qkv.numel, b.begin() + qkv.offset));
+  EXPECT_TRUE(std::equal(a.begin() + qkv.offset, a.begin() + qkv.offset + qkv.numel,
+                         b.begin() + qkv.offset));
   // Different blocks get different values.
   auto c = init(cfg, 2, 42);
   EXPECT_NE(a[qkv.offset], c[qkv.offset]);

@@ -57,7 +57,8 @@ TEST_F(ModelTest, BlockForwardAndBackward) {
   for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-5) << i;
 
   std::vector<float> dx(x.size(), 123.0f), dparams(params.size(), 0.25f);
-  block_backward(*dev, cfg, dx.data(), dparams.data(), dy.data(), acts, x.data(), params.data(), B, T);
+  block_backward(*dev, cfg, dx.data(), dparams.data(), dy.data(), acts, x.data(), params.data(), B,
+                 T);
   EXPECT_EQ(tracker.current(MemCategory::workspace), 0);  // scratch released
   for (float& g : dparams) g -= 0.25f;                    // accumulated on top of 0.25
   auto loss = [&] { return ref::weighted_sum(ref::block(cfg, xd, pd.data(), B, T), dy); };
@@ -73,7 +74,8 @@ TEST_F(ModelTest, BlockForwardAndBackward) {
   // dx may alias dy; and after release + allocate + forward again (activation checkpointing) the
   // recomputed backward is bit-identical.
   std::vector<float> dparams0(params.size(), 0.0f);
-  block_backward(*dev, cfg, dx.data(), dparams0.data(), dy.data(), acts, x.data(), params.data(), B, T);
+  block_backward(*dev, cfg, dx.data(), dparams0.data(), dy.data(), acts, x.data(), params.data(), B,
+                 T);
   acts.release();
   EXPECT_EQ(acts.bytes(), 0);
   EXPECT_EQ(tracker.current(MemCategory::activations), 0);
@@ -168,7 +170,8 @@ TEST_F(ModelTest, TinyPresetDirectionalDerivative) {
   }
   auto loss_at = [&](float h) {
     for (int u = 0; u < gpt.num_units(); ++u)
-      for (size_t i = 0; i < base[u].size(); ++i) gpt.unit_params(u)[i] = base[u][i] + h * dirs[u][i];
+      for (size_t i = 0; i < base[u].size(); ++i)
+        gpt.unit_params(u)[i] = base[u][i] + h * dirs[u][i];
     return gpt.forward(tokens.data(), targets.data(), B, T);
   };
   const float h = 1e-3f;
@@ -193,7 +196,8 @@ TEST_F(ModelTest, MicroBatchAccumulationEqualsFullBatch) {
   EXPECT_NEAR(lf, 0.5f * (l0 + l1), 1e-5);
   for (int u = 0; u < full.num_units(); ++u)
     for (int64_t i = 0; i < full.layout(u).numel; ++i)
-      ASSERT_NEAR(acc.unit_grads(u)[i], full.unit_grads(u)[i], 1e-5) << "unit " << u << " elem " << i;
+      ASSERT_NEAR(acc.unit_grads(u)[i], full.unit_grads(u)[i], 1e-5)
+          << "unit " << u << " elem " << i;
   acc.zero_grad();
   for (int u = 0; u < acc.num_units(); ++u) EXPECT_EQ(acc.unit_grads(u)[0], 0.0f);
 }

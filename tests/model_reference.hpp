@@ -51,7 +51,8 @@ inline Vec linear(const Vec& inp, const double* w, const double* b, int N, int I
   for (int i = 0; i < N; ++i)
     for (int o = 0; o < OC; ++o) {
       double s = b ? b[o] : 0.0;
-      for (int k = 0; k < IC; ++k) s += inp[static_cast<size_t>(i) * IC + k] * w[static_cast<size_t>(k) * OC + o];
+      for (int k = 0; k < IC; ++k)
+        s += inp[static_cast<size_t>(i) * IC + k] * w[static_cast<size_t>(k) * OC + o];
       out[static_cast<size_t>(i) * OC + o] = s;
     }
   return out;
@@ -137,7 +138,8 @@ inline double head(const GPTConfig& cfg, const Vec& x, const double* root, const
   for (int i = 0; i < N; ++i)
     for (int v = 0; v < V; ++v) {
       double s = 0;
-      for (int c = 0; c < C; ++c) s += ln[static_cast<size_t>(i) * C + c] * r.wte[static_cast<size_t>(v) * C + c];
+      for (int c = 0; c < C; ++c)
+        s += ln[static_cast<size_t>(i) * C + c] * r.wte[static_cast<size_t>(v) * C + c];
       logits[static_cast<size_t>(i) * V + v] = s;
     }
   return crossentropy(logits, targets, N, V);

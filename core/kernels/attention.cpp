@@ -18,12 +18,13 @@ void attention_softmax_forward(Device& dev, float* att, int BH, int T) {
 void attention_softmax_backward(Device& dev, float* dpre, const float* att, const float* datt,
                                 int BH, int T) {
 #if SHARDLAB_WITH_CUDA
-  if (dev.kind() == DeviceKind::cuda) return cuda::attention_softmax_backward(dev, dpre, att, datt, BH, T);
+  if (dev.kind() == DeviceKind::cuda)
+    return cuda::attention_softmax_backward(dev, dpre, att, datt, BH, T);
 #endif
   (void)dev;
   for (int64_t r = 0; r < static_cast<int64_t>(BH) * T; ++r)
-    attention_softmax_backward_row(dpre + r * T, att + r * T, datt + r * T,
-                                   static_cast<int>(r % T), T);
+    attention_softmax_backward_row(dpre + r * T, att + r * T, datt + r * T, static_cast<int>(r % T),
+                                   T);
 }
 
 void attention_forward(Device& dev, float* out, float* att, const float* qkv, int B, int T, int C,
@@ -32,7 +33,8 @@ void attention_forward(Device& dev, float* out, float* att, const float* qkv, in
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const int64_t tt = static_cast<int64_t>(T) * T;
   for (int b = 0; b < B; ++b) {
-    const float* q = qkv + static_cast<int64_t>(b) * T * 3 * C;  // head h at q + h*hs, rows 3C apart
+    const float* q =
+        qkv + static_cast<int64_t>(b) * T * 3 * C;  // head h at q + h*hs, rows 3C apart
     const float* k = q + C;
     float* att_b = att + b * NH * tt;
     // S_h (T, T) = scale * Q_h (T, hs) @ K_h^T

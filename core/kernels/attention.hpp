@@ -6,10 +6,9 @@
 // Softmax backward, per row: dS = P * (dP - sum_j P_j dP_j) (derivation in docs/model.md).
 #pragma once
 
-#include <math.h>  // expf, logf, sqrtf, tanhf: the C names exist on host and device alike
-
 #include "core/base/hd.hpp"
 #include "core/device/device.hpp"
+#include "core/kernels/fastmath.hpp"
 
 namespace shardlab {
 
@@ -20,7 +19,7 @@ SL_HD void attention_softmax_row(float* row /* (T) */, int t, int T) {
   for (int j = 1; j <= t; ++j) mx = row[j] > mx ? row[j] : mx;
   float sum = 0.0f;
   for (int j = 0; j <= t; ++j) {
-    row[j] = expf(row[j] - mx);
+    row[j] = exp_nonpos_approx(row[j] - mx);
     sum += row[j];
   }
   float inv = 1.0f / sum;
@@ -48,9 +47,9 @@ void attention_softmax_backward(Device& dev, float* dpre /* (BH, T, T) */,
 void attention_forward(Device& dev, float* out /* (B, T, C) */, float* att /* (B, NH, T, T) */,
                        const float* qkv /* (B, T, 3C) */, int B, int T, int C, int NH);
 // dqkv overwritten. Scratch: one (NH, T, T) buffer under MemCategory::workspace.
-void attention_backward(Device& dev, float* dqkv /* (B, T, 3C) */, const float* dout /* (B, T, C) */,
-                        const float* qkv /* (B, T, 3C) */, const float* att /* (B, NH, T, T) */,
-                        int B, int T, int C, int NH);
+void attention_backward(Device& dev, float* dqkv /* (B, T, 3C) */,
+                        const float* dout /* (B, T, C) */, const float* qkv /* (B, T, 3C) */,
+                        const float* att /* (B, NH, T, T) */, int B, int T, int C, int NH);
 
 #if SHARDLAB_WITH_CUDA
 namespace cuda {

@@ -18,7 +18,8 @@ void check_target(int target, int i, int V) {
 void crossentropy_forward(Device& dev, float* probs, float* losses, const int* targets, int N,
                           int V) {
 #if SHARDLAB_WITH_CUDA
-  if (dev.kind() == DeviceKind::cuda) return cuda::crossentropy_forward(dev, probs, losses, targets, N, V);
+  if (dev.kind() == DeviceKind::cuda)
+    return cuda::crossentropy_forward(dev, probs, losses, targets, N, V);
 #endif
   (void)dev;
   for (int i = 0; i < N; ++i) {
@@ -35,7 +36,8 @@ void crossentropy_forward(Device& dev, float* probs, float* losses, const int* t
 void crossentropy_backward(Device& dev, float* dlogits, const float* probs, const int* targets,
                            float dloss, int N, int V) {
 #if SHARDLAB_WITH_CUDA
-  if (dev.kind() == DeviceKind::cuda) return cuda::crossentropy_backward(dev, dlogits, probs, targets, dloss, N, V);
+  if (dev.kind() == DeviceKind::cuda)
+    return cuda::crossentropy_backward(dev, dlogits, probs, targets, dloss, N, V);
 #endif
   (void)dev;
   for (int i = 0; i < N; ++i) {

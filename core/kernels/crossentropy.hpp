@@ -2,21 +2,22 @@
 //   p = softmax(z),  loss = -log p[target],  dloss/dz = p - onehot(target).
 #pragma once
 
-#include <math.h>  // expf, logf, sqrtf, tanhf: the C names exist on host and device alike
+#include <math.h>  // logf: the C name exists on host and device alike
 
 #include "core/base/hd.hpp"
 #include "core/device/device.hpp"
+#include "core/kernels/fastmath.hpp"
 
 namespace shardlab {
 
 // In place: row holds logits on entry, probabilities on exit. Returns -log p[target], or 0 when
-// target < 0 (softmax only). Subtracting the max keeps expf from overflowing.
+// target < 0 (softmax only). Subtracting the max keeps the exponentials in (0, 1].
 SL_HD float crossentropy_forward_row(float* row /* (V) */, int target, int V) {
   float mx = row[0];
   for (int i = 1; i < V; ++i) mx = row[i] > mx ? row[i] : mx;
   float sum = 0.0f;
   for (int i = 0; i < V; ++i) {
-    row[i] = expf(row[i] - mx);
+    row[i] = exp_nonpos_approx(row[i] - mx);
     sum += row[i];
   }
   float inv = 1.0f / sum;

@@ -13,10 +13,11 @@ void check_token(int token, int b, int t, int V) {
 }
 }  // namespace
 
-void encoder_forward(Device& dev, float* out, const int* tokens, const float* wte,
-                     const float* wpe, int B, int T, int C, int V) {
+void encoder_forward(Device& dev, float* out, const int* tokens, const float* wte, const float* wpe,
+                     int B, int T, int C, int V) {
 #if SHARDLAB_WITH_CUDA
-  if (dev.kind() == DeviceKind::cuda) return cuda::encoder_forward(dev, out, tokens, wte, wpe, B, T, C, V);
+  if (dev.kind() == DeviceKind::cuda)
+    return cuda::encoder_forward(dev, out, tokens, wte, wpe, B, T, C, V);
 #endif
   (void)dev;
   for (int b = 0; b < B; ++b)
@@ -30,7 +31,8 @@ void encoder_forward(Device& dev, float* out, const int* tokens, const float* wt
 void encoder_backward(Device& dev, float* dwte, float* dwpe, const float* dout, const int* tokens,
                       int B, int T, int C, int V) {
 #if SHARDLAB_WITH_CUDA
-  if (dev.kind() == DeviceKind::cuda) return cuda::encoder_backward(dev, dwte, dwpe, dout, tokens, B, T, C, V);
+  if (dev.kind() == DeviceKind::cuda)
+    return cuda::encoder_backward(dev, dwte, dwpe, dout, tokens, B, T, C, V);
 #endif
   (void)dev;
   for (int b = 0; b < B; ++b)

@@ -37,8 +37,8 @@ void encoder_backward(Device& dev, float* dwte /* (V, C) */, float* dwpe /* (max
 
 #if SHARDLAB_WITH_CUDA
 namespace cuda {
-void encoder_forward(Device& dev, float* out, const int* tokens, const float* wte,
-                     const float* wpe, int B, int T, int C, int V);
+void encoder_forward(Device& dev, float* out, const int* tokens, const float* wte, const float* wpe,
+                     int B, int T, int C, int V);
 void encoder_backward(Device& dev, float* dwte, float* dwpe, const float* dout, const int* tokens,
                       int B, int T, int C, int V);
 }  // namespace cuda

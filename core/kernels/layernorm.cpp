@@ -6,7 +6,8 @@ namespace shardlab {
 void layernorm_forward(Device& dev, float* out, float* mean, float* rstd, const float* x,
                        const float* weight, const float* bias, int N, int C) {
 #if SHARDLAB_WITH_CUDA
-  if (dev.kind() == DeviceKind::cuda) return cuda::layernorm_forward(dev, out, mean, rstd, x, weight, bias, N, C);
+  if (dev.kind() == DeviceKind::cuda)
+    return cuda::layernorm_forward(dev, out, mean, rstd, x, weight, bias, N, C);
 #endif
   (void)dev;
   for (int i = 0; i < N; ++i) {
@@ -19,7 +20,8 @@ void layernorm_backward(Device& dev, float* dx, float* dweight, float* dbias, co
                         const float* x, const float* weight, const float* mean, const float* rstd,
                         int N, int C) {
 #if SHARDLAB_WITH_CUDA
-  if (dev.kind() == DeviceKind::cuda) return cuda::layernorm_backward(dev, dx, dweight, dbias, dout, x, weight, mean, rstd, N, C);
+  if (dev.kind() == DeviceKind::cuda)
+    return cuda::layernorm_backward(dev, dx, dweight, dbias, dout, x, weight, mean, rstd, N, C);
 #endif
   (void)dev;
   for (int i = 0; i < N; ++i) {

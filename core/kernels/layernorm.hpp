@@ -4,7 +4,7 @@
 //   dx = rstd * (g - mean(g) - n * mean(g * n)),  dweight += dout * n,  dbias += dout.
 #pragma once
 
-#include <math.h>  // expf, logf, sqrtf, tanhf: the C names exist on host and device alike
+#include <math.h>  // sqrtf: the C name exists on host and device alike
 
 #include "core/base/hd.hpp"
 #include "core/device/device.hpp"
@@ -33,8 +33,8 @@ SL_HD void layernorm_forward_row(float* out, float* mean_out, float* rstd_out, c
 
 // dx += for one row (the row's own gradient only; weight and bias gradients are separate so rows
 // can run in parallel).
-SL_HD void layernorm_backward_row(float* dx, const float* dout, const float* x,
-                                  const float* weight, float mean, float rstd, int C) {
+SL_HD void layernorm_backward_row(float* dx, const float* dout, const float* x, const float* weight,
+                                  float mean, float rstd, int C) {
   float g_mean = 0.0f, gn_mean = 0.0f;
   for (int c = 0; c < C; ++c) {
     float n = (x[c] - mean) * rstd;
@@ -52,8 +52,8 @@ SL_HD void layernorm_backward_row(float* dx, const float* dout, const float* x,
 }
 
 // dweight, dbias += one row's contribution (rows must run serially).
-SL_HD void layernorm_param_grad_row(float* dweight, float* dbias, const float* dout,
-                                    const float* x, float mean, float rstd, int C) {
+SL_HD void layernorm_param_grad_row(float* dweight, float* dbias, const float* dout, const float* x,
+                                    float mean, float rstd, int C) {
   for (int c = 0; c < C; ++c) {
     dweight[c] += dout[c] * (x[c] - mean) * rstd;
     dbias[c] += dout[c];
@@ -61,9 +61,8 @@ SL_HD void layernorm_param_grad_row(float* dweight, float* dbias, const float* d
 }
 
 // dweight[c], dbias[c] += the sum over all N rows of column c: one thread per column on a GPU.
-SL_HD void layernorm_param_grad_col(float* dweight, float* dbias, const float* dout,
-                                    const float* x, const float* mean, const float* rstd, int N,
-                                    int C, int c) {
+SL_HD void layernorm_param_grad_col(float* dweight, float* dbias, const float* dout, const float* x,
+                                    const float* mean, const float* rstd, int N, int C, int c) {
   float dw = 0.0f, db = 0.0f;
   for (int i = 0; i < N; ++i) {
     long long k = static_cast<long long>(i) * C + c;

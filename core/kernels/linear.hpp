@@ -6,11 +6,11 @@
 
 namespace shardlab {
 
-// accumulate false: out = inp @ weight + bias;  true: out += inp @ weight + bias (a fused residual).
-// bias may be null.
+// accumulate false: out = inp @ weight + bias;  true: out += inp @ weight + bias (a fused
+// residual). bias may be null.
 void linear_forward(Device& dev, float* out /* (N, OC) */, const float* inp /* (N, IC) */,
-                    const float* weight /* (IC, OC) */, const float* bias /* (OC) */, int N,
-                    int IC, int OC, bool accumulate = false);
+                    const float* weight /* (IC, OC) */, const float* bias /* (OC) */, int N, int IC,
+                    int OC, bool accumulate = false);
 
 // dinp = dout @ weight^T (overwritten; skipped when null), dweight += inp^T @ dout,
 // dbias += column sums of dout (skipped when null).

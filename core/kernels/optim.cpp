@@ -15,7 +15,8 @@ void adamw_update(Device& dev, float* param, const float* grad, float* m, float*
   const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), t));
 #if SHARDLAB_WITH_CUDA
   if (dev.kind() == DeviceKind::cuda)
-    return cuda::adamw_update(dev, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2);
+    return cuda::adamw_update(dev, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1,
+                              bc2);
 #endif
   (void)dev;
   for (int64_t i = 0; i < n; ++i)
@@ -24,8 +25,8 @@ void adamw_update(Device& dev, float* param, const float* grad, float* m, float*
 
 void sgd_update(Device& dev, float* param, const float* grad, float* momentum_buf, int64_t n,
                 float lr, float momentum, float weight_decay) {
-  SL_CHECK(momentum == 0.0f || momentum_buf != nullptr,
-           "sgd_update: momentum ", momentum, " needs a momentum buffer");
+  SL_CHECK(momentum == 0.0f || momentum_buf != nullptr, "sgd_update: momentum ", momentum,
+           " needs a momentum buffer");
 #if SHARDLAB_WITH_CUDA
   if (dev.kind() == DeviceKind::cuda)
     return cuda::sgd_update(dev, param, grad, momentum_buf, n, lr, momentum, weight_decay);

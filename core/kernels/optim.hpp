@@ -3,9 +3,9 @@
 // these in optimizer classes.
 #pragma once
 
-#include <cstdint>
+#include <math.h>  // sqrtf: the C name exists on host and device alike
 
-#include <math.h>  // expf, logf, sqrtf, tanhf: the C names exist on host and device alike
+#include <cstdint>
 
 #include "core/base/hd.hpp"
 #include "core/device/device.hpp"

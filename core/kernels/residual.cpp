@@ -13,7 +13,8 @@ void residual_forward(Device& dev, float* out, const float* a, const float* b, i
 
 void bias_broadcast(Device& dev, float* out, const float* bias, int N, int OC, bool accumulate) {
 #if SHARDLAB_WITH_CUDA
-  if (dev.kind() == DeviceKind::cuda) return cuda::bias_broadcast(dev, out, bias, N, OC, accumulate);
+  if (dev.kind() == DeviceKind::cuda)
+    return cuda::bias_broadcast(dev, out, bias, N, OC, accumulate);
 #endif
   (void)dev;
   for (int i = 0; i < N; ++i) {

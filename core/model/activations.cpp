@@ -1,7 +1,6 @@
 // BlockActivations and HeadActivations: one tracked allocation each, carved into views.
-#include "core/model/layers.hpp"
-
 #include "core/base/error.hpp"
+#include "core/model/layers.hpp"
 
 namespace shardlab {
 

@@ -66,8 +66,8 @@ void block_backward(Device& dev, const GPTConfig& cfg, float* dx, float* dblock_
   linear_backward(dev, narrow, d.attproj_w, d.attproj_b, dx, acts.atty, p.attproj_w, N, C, C);
   attention_backward(dev, wide, narrow, acts.qkv, acts.att, B, T, C, cfg.n_head);
   linear_backward(dev, narrow, d.qkv_w, d.qkv_b, wide, acts.ln1, p.qkv_w, N, C, 3 * C);
-  layernorm_backward(dev, dx, d.ln1_w, d.ln1_b, narrow, x, p.ln1_w, acts.ln1_mean, acts.ln1_rstd,
-                     N, C);
+  layernorm_backward(dev, dx, d.ln1_w, d.ln1_b, narrow, x, p.ln1_w, acts.ln1_mean, acts.ln1_rstd, N,
+                     C);
 }
 
 }  // namespace shardlab

@@ -48,14 +48,16 @@ void GPTConfig::validate() const {
                                                   {"n_head", n_head},
                                                   {"n_embd", n_embd}};
   for (const auto& [field, value] : positive)
-    if (value <= 0) SL_THROW(InvalidArgument, "GPTConfig: ", field, " ", value, " must be positive");
+    if (value <= 0)
+      SL_THROW(InvalidArgument, "GPTConfig: ", field, " ", value, " must be positive");
   if (n_embd % n_head != 0)
     SL_THROW(InvalidArgument, "GPTConfig: n_head ", n_head, " does not divide n_embd ", n_embd);
 }
 
 int64_t GPTConfig::num_params() const {
   const int64_t C = n_embd;
-  const int64_t root = static_cast<int64_t>(vocab_size) * C + static_cast<int64_t>(max_seq_len) * C + 2 * C;
+  const int64_t root =
+      static_cast<int64_t>(vocab_size) * C + static_cast<int64_t>(max_seq_len) * C + 2 * C;
   // ln_1, ln_2: 4C; c_attn: 3C^2 + 3C; attn c_proj: C^2 + C; c_fc: 4C^2 + 4C; mlp c_proj: 4C^2 + C
   const int64_t block = 12 * C * C + 13 * C;
   return root + n_layer * block;

@@ -16,8 +16,8 @@ void embedding_forward(Device& dev, const GPTConfig& cfg, float* x, const int* t
 
 void embedding_backward(Device& dev, const GPTConfig& cfg, float* droot_params, const int* tokens,
                         const float* dx, int B, int T) {
-  SL_CHECK(T >= 1 && T <= cfg.max_seq_len, "embedding_backward: T ", T,
-           " outside [1, max_seq_len ", cfg.max_seq_len, "]");
+  SL_CHECK(T >= 1 && T <= cfg.max_seq_len, "embedding_backward: T ", T, " outside [1, max_seq_len ",
+           cfg.max_seq_len, "]");
   auto d = root_views(cfg, droot_params);
   encoder_backward(dev, d.wte, d.wpe, dx, tokens, B, T, cfg.n_embd, cfg.vocab_size);
 }

@@ -74,8 +74,8 @@ float GPT::forward(const int* tokens, const int* targets, int B, int T) {
   float* res = residuals_.f32();  // residual l is the input of block l
   embedding_forward(dev_, cfg_, res, tokens, unit_params(kRootUnit), B, T);
   for (int l = 0; l < cfg_.n_layer; ++l)
-    block_forward(dev_, cfg_, res + (l + 1) * nc, block_acts_[static_cast<size_t>(l)],
-                  res + l * nc, unit_params(block_unit(l)), B, T);
+    block_forward(dev_, cfg_, res + (l + 1) * nc, block_acts_[static_cast<size_t>(l)], res + l * nc,
+                  unit_params(block_unit(l)), B, T);
   float loss = head_forward(dev_, cfg_, head_acts_, res + cfg_.n_layer * nc, targets,
                             unit_params(kRootUnit), B, T);
   tokens_ = tokens;
@@ -96,8 +96,8 @@ void GPT::backward(float loss_scale) {
                 targets_, unit_params(kRootUnit), B, T, loss_scale);
   for (int l = cfg_.n_layer - 1; l >= 0; --l)
     block_backward(dev_, cfg_, dres, unit_grads(block_unit(l)), dres,
-                   block_acts_[static_cast<size_t>(l)], res + l * nc, unit_params(block_unit(l)),
-                   B, T);
+                   block_acts_[static_cast<size_t>(l)], res + l * nc, unit_params(block_unit(l)), B,
+                   T);
   embedding_backward(dev_, cfg_, unit_grads(kRootUnit), tokens_, dres, B, T);
 }
 

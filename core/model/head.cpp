@@ -36,7 +36,8 @@ void head_backward(Device& dev, const GPTConfig& cfg, float* dx, float* droot_pa
   float* dlnf = dlnf_buf.f32();
 
   // d(loss_scale * mean over N positions) / dlogits = loss_scale / N * (p - onehot)
-  crossentropy_backward(dev, dlogits, acts.probs, targets, loss_scale / static_cast<float>(N), N, V);
+  crossentropy_backward(dev, dlogits, acts.probs, targets, loss_scale / static_cast<float>(N), N,
+                        V);
   // tied head: dwte (V, C) += dlogits^T (V, N) @ lnf (N, C)
   dev.gemm(true, false, V, C, N, 1.0f, dlogits, V, acts.lnf, C, 1.0f, d.wte, C);
   // dlnf (N, C) = dlogits (N, V) @ wte (V, C)

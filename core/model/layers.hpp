@@ -26,15 +26,15 @@ namespace shardlab {
 // ---- embedding (root unit): x = wte[tokens] + wpe[0..T) ------------------------------------
 
 void embedding_forward(Device& dev, const GPTConfig& cfg,
-                       float* x,                   // (B, T, C) out
-                       const int* tokens,          // (B, T)
-                       const float* root_params,   // root unit flat buffer
+                       float* x,                  // (B, T, C) out
+                       const int* tokens,         // (B, T)
+                       const float* root_params,  // root unit flat buffer
                        int B, int T);
 
 void embedding_backward(Device& dev, const GPTConfig& cfg,
-                        float* droot_params,       // root unit flat grad, += (wte and wpe rows)
-                        const int* tokens,         // (B, T)
-                        const float* dx,           // (B, T, C)
+                        float* droot_params,  // root unit flat grad, += (wte and wpe rows)
+                        const int* tokens,    // (B, T)
+                        const float* dx,      // (B, T, C)
                         int B, int T);
 
 // ---- transformer block: y = r + mlp(ln_2(r)), r = x + attn(ln_1(x)) --------------------------
@@ -84,10 +84,10 @@ class BlockActivations {
 
 // y may alias x when no backward follows (backward needs the original x).
 void block_forward(Device& dev, const GPTConfig& cfg,
-                   float* y,                  // (B, T, C) out
-                   BlockActivations& acts,    // filled; must be allocated for (B, T)
-                   const float* x,            // (B, T, C)
-                   const float* block_params, // block unit flat buffer
+                   float* y,                   // (B, T, C) out
+                   BlockActivations& acts,     // filled; must be allocated for (B, T)
+                   const float* x,             // (B, T, C)
+                   const float* block_params,  // block unit flat buffer
                    int B, int T);
 
 // dx may alias dy (one residual-gradient buffer reused through the stack, as llm.c does).

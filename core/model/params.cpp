@@ -18,7 +18,8 @@ void add(UnitLayout& u, std::string name, std::vector<int64_t> shape) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // splitmix64 (Steele, Lea & Flood 2014): a tiny, well-mixed generator whose output is the same on

@@ -82,6 +82,7 @@ template <typename T>
 BlockParamViews<T> block_views(const GPTConfig& cfg, T* p) {
   const int64_t C = cfg.n_embd;
   BlockParamViews<T> v;
+  // clang-format off
   v.ln1_w = p; p += C;
   v.ln1_b = p; p += C;
   v.qkv_w = p; p += C * 3 * C;
@@ -94,6 +95,7 @@ BlockParamViews<T> block_views(const GPTConfig& cfg, T* p) {
   v.fc_b = p; p += 4 * C;
   v.fcproj_w = p; p += 4 * C * C;
   v.fcproj_b = p;
+  // clang-format on
   return v;
 }
 
@@ -109,10 +111,12 @@ template <typename T>
 RootParamViews<T> root_views(const GPTConfig& cfg, T* p) {
   const int64_t C = cfg.n_embd;
   RootParamViews<T> v;
+  // clang-format off
   v.wte = p; p += static_cast<int64_t>(cfg.vocab_size) * C;
   v.wpe = p; p += static_cast<int64_t>(cfg.max_seq_len) * C;
   v.lnf_w = p; p += C;
   v.lnf_b = p;
+  // clang-format on
   return v;
 }
 
