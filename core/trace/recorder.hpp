@@ -17,6 +17,7 @@
 
 #include "core/base/dtype.hpp"
 #include "core/memory/tracker.hpp"
+#include "core/trace/nvtx.hpp"
 
 namespace shardlab {
 
@@ -43,8 +44,10 @@ class Recorder {
   bool enabled() const { return enabled_; }
   int rank() const { return rank_; }
 
-  // Connects a tracker: every change it makes becomes a mem event.
+  // Connects a tracker: every change it makes becomes a mem event. The recorder detaches itself
+  // in its destructor, so the tracker must outlive it (or call detach() first).
   void attach(MemoryTracker& tracker);
+  void detach();
 
   void mem(const MemoryTracker::Change& c);
   // t_wait: when the caller waited on an async collective (-1 for blocking or compute spans).
@@ -60,22 +63,30 @@ class Recorder {
   // Events recorded so far (all of them when the path is empty; the unflushed tail otherwise).
   // Tests use it to compare with what was written.
   int64_t event_count() const;
+  // The buffered, not yet written lines (all of them when the path is empty), for tests.
+  std::string buffered_text() const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  MemoryTracker* tracker_ = nullptr;
   int rank_;
   bool enabled_;
 };
 
 // A compute span from construction to destruction: ScopedSpan s(rec, "forward", unit);
+// With tracing on in a CUDA build it is also an NVTX range of the same name (for Nsight Systems).
 class ScopedSpan {
  public:
   ScopedSpan(Recorder* rec, const char* op, int unit = -1, int64_t bytes = 0)
       : rec_(rec && rec->enabled() ? rec : nullptr), op_(op), unit_(unit), bytes_(bytes),
-        t0_(rec_ ? trace_now_ns() : 0) {}
+        t0_(rec_ ? trace_now_ns() : 0) {
+    if (kNvtxEnabled && rec_) nvtx_push(op_);
+  }
   ~ScopedSpan() {
-    if (rec_) rec_->span(Lane::compute, op_, unit_, bytes_, DType::f32, t0_, t0_, trace_now_ns());
+    if (!rec_) return;
+    if (kNvtxEnabled) nvtx_pop();
+    rec_->span(Lane::compute, op_, unit_, bytes_, DType::f32, t0_, t0_, trace_now_ns());
   }
   ScopedSpan(const ScopedSpan&) = delete;
   ScopedSpan& operator=(const ScopedSpan&) = delete;

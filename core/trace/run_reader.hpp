@@ -51,6 +51,7 @@ struct MarkEvent {
   std::string text;
 };
 
+// One rank's events in file order (the order they were recorded; mem events in the tracker's order).
 struct RankTrace {
   std::vector<MemEvent> mem;
   std::vector<SpanEvent> spans;
@@ -62,8 +63,8 @@ struct RankTrace {
 
 struct RunData {
   std::string dir;
-  nlohmann::json meta;     // empty object until meta.json exists
-  nlohmann::json summary;  // empty object until summary.json exists (the run finished)
+  nlohmann::json meta = nlohmann::json::object();     // empty until meta.json exists
+  nlohmann::json summary = nlohmann::json::object();  // empty until summary.json exists
   std::vector<RankTrace> ranks;
   bool finished() const { return !summary.empty(); }
 };
@@ -88,6 +89,8 @@ class RunReader {
   RunData data_;
   std::vector<FileState> files_;
   std::string status_;
+  bool seen_dir_ = false;  // the directory existed at some poll
+  std::string problem_;    // the latest file problem, kept until a newer one
 };
 
 // Reads a whole finished run once (tests, reports). Throws IoError naming the file on failure.

@@ -1,0 +1,326 @@
+// Summary of a run from its events: memory replay, step statistics, comm bytes, exposed comm.
+#include "core/trace/summary.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include "core/base/error.hpp"
+
+namespace shardlab {
+
+using nlohmann::json;
+
+// ---- intervals ----------------------------------------------------------------------------------
+
+std::vector<Interval> interval_union(std::vector<Interval> iv) {
+  iv.erase(std::remove_if(iv.begin(), iv.end(), [](const Interval& i) { return i.second <= i.first; }),
+           iv.end());
+  std::sort(iv.begin(), iv.end());
+  std::vector<Interval> out;
+  for (const Interval& i : iv) {
+    if (!out.empty() && i.first <= out.back().second)
+      out.back().second = std::max(out.back().second, i.second);
+    else
+      out.push_back(i);
+  }
+  return out;
+}
+
+int64_t total_length(const std::vector<Interval>& disjoint) {
+  int64_t n = 0;
+  for (const Interval& i : disjoint) n += i.second - i.first;
+  return n;
+}
+
+int64_t length_not_covered(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  // Sweep both sorted lists: subtract from each interval of `a` its overlaps with `b`.
+  int64_t overlap = 0;
+  size_t j = 0;
+  for (const Interval& x : a) {
+    while (j < b.size() && b[j].second <= x.first) ++j;
+    for (size_t k = j; k < b.size() && b[k].first < x.second; ++k)
+      overlap += std::min(x.second, b[k].second) - std::max(x.first, b[k].first);
+  }
+  return total_length(a) - overlap;
+}
+
+// ---- compute_summary ----------------------------------------------------------------------------
+
+namespace {
+
+using CommKey = std::pair<std::string, DType>;
+
+std::vector<CommStat> comm_stats(const std::map<CommKey, CommStat>& m, int steps) {
+  std::vector<CommStat> out;
+  for (const auto& kv : m) {
+    CommStat c = kv.second;
+    c.bytes_per_step = steps > 0 ? static_cast<double>(c.bytes) / steps : static_cast<double>(c.bytes);
+    out.push_back(c);
+  }
+  return out;
+}
+
+RankSummary summarize_rank(int rank, const RankTrace& rt) {
+  RankSummary r;
+  r.rank = rank;
+  r.steps = static_cast<int>(rt.steps.size());
+
+  // Replay the tracker: each mem event carries its category's and the rank's totals after the
+  // change, so the replay needs no starting state and survives a skipped line.
+  MemArray cur{};
+  for (const MemEvent& e : rt.mem) {
+    const int c = static_cast<int>(e.category);
+    cur[c] = e.cat_total;
+    r.peak[c] = std::max(r.peak[c], e.cat_total);
+    if (e.total > r.peak_total) {
+      r.peak_total = e.total;
+      r.at_peak = cur;
+    }
+  }
+
+  std::vector<Interval> compute, comm;
+  std::map<CommKey, CommStat> by_op;
+  for (const SpanEvent& s : rt.spans) {
+    if (s.lane == Lane::compute) {
+      compute.emplace_back(s.t_start, s.t_end);
+      continue;
+    }
+    comm.emplace_back(s.t_start, s.t_end);
+    CommStat& c = by_op[{s.op, s.dtype}];
+    c.op = s.op;
+    c.dtype = s.dtype;
+    c.calls += 1;
+    c.bytes += s.bytes;
+  }
+  const std::vector<Interval> compute_u = interval_union(std::move(compute));
+  const std::vector<Interval> comm_u = interval_union(std::move(comm));
+  r.compute_ns = total_length(compute_u);
+  r.comm_ns = total_length(comm_u);
+  r.exposed_comm_ns = length_not_covered(comm_u, compute_u);
+  r.exposed_comm_fraction =
+      r.comm_ns > 0 ? static_cast<double>(r.exposed_comm_ns) / static_cast<double>(r.comm_ns) : 0.0;
+  r.comm = comm_stats(by_op, r.steps);
+  return r;
+}
+
+}  // namespace
+
+RunSummary compute_summary(const RunData& run) {
+  RunSummary s;
+  s.world_size = static_cast<int>(run.ranks.size());
+
+  struct StepAcc {
+    double time = 0;
+    int64_t tokens = 0;
+  };
+  std::map<int, StepAcc> steps;  // by step number
+  std::map<CommKey, CommStat> by_op;
+  for (size_t r = 0; r < run.ranks.size(); ++r) {
+    RankSummary rs = summarize_rank(static_cast<int>(r), run.ranks[r]);
+    s.comm_ns += rs.comm_ns;
+    s.exposed_comm_ns += rs.exposed_comm_ns;
+    for (const CommStat& c : rs.comm) {
+      CommStat& a = by_op[{c.op, c.dtype}];
+      a.op = c.op;
+      a.dtype = c.dtype;
+      a.calls += c.calls;
+      a.bytes += c.bytes;
+    }
+    for (const StepEvent& e : run.ranks[r].steps) {
+      StepAcc& a = steps[e.step];
+      if (std::isfinite(e.step_time)) a.time = std::max(a.time, e.step_time);
+      a.tokens += e.tokens;
+    }
+    s.ranks.push_back(std::move(rs));
+  }
+  s.exposed_comm_fraction =
+      s.comm_ns > 0 ? static_cast<double>(s.exposed_comm_ns) / static_cast<double>(s.comm_ns) : 0.0;
+  s.comm = comm_stats(by_op, static_cast<int>(steps.size()));
+
+  StepTimeStats& st = s.step_time;
+  st.steps = static_cast<int>(steps.size());
+  st.warmup_excluded = st.steps > 2;
+  std::vector<double> times;
+  double tokens = 0, seconds = 0;
+  for (auto it = steps.begin(); it != steps.end(); ++it) {
+    if (st.warmup_excluded && it == steps.begin()) continue;
+    times.push_back(it->second.time);
+    tokens += static_cast<double>(it->second.tokens);
+    seconds += it->second.time;
+  }
+  st.measured = static_cast<int>(times.size());
+  if (!times.empty()) {
+    std::sort(times.begin(), times.end());
+    const size_t n = times.size();
+    st.min_s = times.front();
+    st.max_s = times.back();
+    st.mean_s = seconds / static_cast<double>(n);
+    st.median_s = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+    s.tokens_per_step = tokens / static_cast<double>(n);
+    s.tokens_per_s = seconds > 0 ? tokens / seconds : 0.0;
+  }
+  return s;
+}
+
+// ---- JSON ---------------------------------------------------------------------------------------
+
+namespace {
+
+json mem_json(const MemArray& a) {
+  json j = json::object();
+  for (int c = 0; c < kNumMemCategories; ++c) j[mem_category_name(static_cast<MemCategory>(c))] = a[c];
+  return j;
+}
+
+json comm_json(const std::vector<CommStat>& v) {
+  json out = json::array();
+  for (const CommStat& c : v)
+    out.push_back({{"op", c.op},
+                   {"dtype", dtype_name(c.dtype)},
+                   {"calls", c.calls},
+                   {"bytes", c.bytes},
+                   {"bytes_per_step", c.bytes_per_step}});
+  return out;
+}
+
+}  // namespace
+
+json summary_to_json(const RunSummary& s) {
+  json j;
+  j["version"] = SHARDLAB_VERSION;
+  j["world_size"] = s.world_size;
+  j["step_time"] = {{"steps", s.step_time.steps},
+                    {"measured", s.step_time.measured},
+                    {"warmup_excluded", s.step_time.warmup_excluded},
+                    {"mean_s", s.step_time.mean_s},
+                    {"median_s", s.step_time.median_s},
+                    {"min_s", s.step_time.min_s},
+                    {"max_s", s.step_time.max_s}};
+  j["tokens_per_step"] = s.tokens_per_step;
+  j["tokens_per_s"] = s.tokens_per_s;
+  j["exposed_comm"] = {{"comm_ns", s.comm_ns},
+                       {"exposed_ns", s.exposed_comm_ns},
+                       {"fraction", s.exposed_comm_fraction}};
+  j["comm"] = comm_json(s.comm);
+  json ranks = json::array();
+  for (const RankSummary& r : s.ranks)
+    ranks.push_back({{"rank", r.rank},
+                     {"steps", r.steps},
+                     {"peak_bytes", mem_json(r.peak)},
+                     {"peak_total_bytes", r.peak_total},
+                     {"at_peak_bytes", mem_json(r.at_peak)},
+                     {"compute_ns", r.compute_ns},
+                     {"comm_ns", r.comm_ns},
+                     {"exposed_comm_ns", r.exposed_comm_ns},
+                     {"exposed_comm_fraction", r.exposed_comm_fraction},
+                     {"comm", comm_json(r.comm)}});
+  j["ranks"] = std::move(ranks);
+  return j;
+}
+
+// ---- table --------------------------------------------------------------------------------------
+
+namespace {
+
+
+std::string meta_str(const json& meta, const char* key) {
+  auto it = meta.find(key);
+  if (it == meta.end() || it->is_null()) return "?";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+// Short column names for the eight categories, in MemCategory order.
+constexpr const char* kShortNames[kNumMemCategories] = {"params", "params_u", "grads",  "grads_u",
+                                                        "optim",  "activ",    "comm_buf", "work"};
+
+void print_mem_table(const char* title, const RunSummary& s, bool at_peak, std::ostream& os) {
+  os << title << "\n";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%-5s", "rank");
+  os << buf;
+  for (const char* n : kShortNames) {
+    std::snprintf(buf, sizeof buf, " %10s", n);
+    os << buf;
+  }
+  std::snprintf(buf, sizeof buf, " %10s\n", "total");
+  os << buf;
+  for (const RankSummary& r : s.ranks) {
+    std::snprintf(buf, sizeof buf, "%-5d", r.rank);
+    os << buf;
+    const MemArray& a = at_peak ? r.at_peak : r.peak;
+    for (int c = 0; c < kNumMemCategories; ++c) {
+      std::snprintf(buf, sizeof buf, " %10s", format_bytes(a[c]).c_str());
+      os << buf;
+    }
+    std::snprintf(buf, sizeof buf, " %10s\n", format_bytes(r.peak_total).c_str());
+    os << buf;
+  }
+}
+
+}  // namespace
+
+void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os) {
+  char buf[256];
+  os << "strategy " << meta_str(meta, "strategy") << "   world " << s.world_size << "   backend "
+     << meta_str(meta, "backend") << "   started " << meta_str(meta, "start_time") << "\n";
+  const StepTimeStats& st = s.step_time;
+  std::snprintf(buf, sizeof buf,
+                "steps %d (%d measured%s)   step time ms: mean %.3f  median %.3f  min %.3f  max %.3f\n",
+                st.steps, st.measured, st.warmup_excluded ? ", first excluded as warm-up" : "",
+                st.mean_s * 1e3, st.median_s * 1e3, st.min_s * 1e3, st.max_s * 1e3);
+  os << buf;
+  std::snprintf(buf, sizeof buf, "tokens/s %.1f   tokens/step %.1f (all ranks)\n", s.tokens_per_s,
+                s.tokens_per_step);
+  os << buf;
+  std::snprintf(buf, sizeof buf,
+                "exposed comm %.1f%% of %.3f ms comm time (summed over ranks; %.3f ms exposed)\n\n",
+                100.0 * s.exposed_comm_fraction, s.comm_ns * 1e-6, s.exposed_comm_ns * 1e-6);
+  os << buf;
+
+  print_mem_table("peak by category", s, false, os);
+  os << "\n";
+  print_mem_table("breakdown at the overall peak", s, true, os);
+  os << "\n";
+
+  os << "communication (all ranks)\n";
+  std::snprintf(buf, sizeof buf, "%-16s %-5s %8s %12s %12s %16s\n", "op", "dtype", "calls", "bytes",
+                "bytes/step", "bytes/step/rank");
+  os << buf;
+  for (const CommStat& c : s.comm) {
+    const double per_rank = s.world_size > 0 ? c.bytes_per_step / s.world_size : 0.0;
+    std::snprintf(buf, sizeof buf, "%-16s %-5s %8lld %12s %12s %16s\n", c.op.c_str(),
+                  dtype_name(c.dtype), static_cast<long long>(c.calls), format_bytes(c.bytes).c_str(),
+                  format_bytes(std::llround(c.bytes_per_step)).c_str(),
+                  format_bytes(std::llround(per_rank)).c_str());
+    os << buf;
+  }
+  if (s.comm.empty()) os << "(no collectives recorded)\n";
+  os << "\n";
+
+  std::snprintf(buf, sizeof buf, "%-5s %12s %12s %12s %10s\n", "rank", "compute ms", "comm ms",
+                "exposed ms", "exposed %");
+  os << buf;
+  for (const RankSummary& r : s.ranks) {
+    std::snprintf(buf, sizeof buf, "%-5d %12.3f %12.3f %12.3f %10.1f\n", r.rank, r.compute_ns * 1e-6,
+                  r.comm_ns * 1e-6, r.exposed_comm_ns * 1e-6, 100.0 * r.exposed_comm_fraction);
+    os << buf;
+  }
+}
+
+int print_summary(const std::string& run_dir, std::ostream& os) {
+  try {
+    RunData run = read_run(run_dir);
+    os << "run " << run_dir << (run.finished() ? "" : " (not finished: no summary.json yet)")
+       << "\n";
+    print_summary_table(compute_summary(run), run.meta, os);
+    return 0;
+  } catch (const Error& e) {
+    std::cerr << "shardlab summary: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace shardlab

@@ -1,0 +1,79 @@
+// Run summary computed from the recorded events alone (RunData), so the same files always give
+// the same numbers: per-rank memory peaks by category, step-time statistics, tokens/s,
+// communication bytes by op and dtype, and exposed communication. Definitions: docs/observability.md.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/base/dtype.hpp"
+#include "core/memory/tracker.hpp"
+#include "core/trace/run_reader.hpp"
+
+namespace shardlab {
+
+// Comm-lane spans of one (op, dtype).
+struct CommStat {
+  std::string op;
+  DType dtype = DType::f32;
+  int64_t calls = 0;
+  int64_t bytes = 0;          // sum of the spans' bytes
+  double bytes_per_step = 0;  // bytes / steps (bytes when there are no steps)
+};
+
+struct RankSummary {
+  int rank = 0;
+  int steps = 0;               // step events of this rank
+  MemArray peak{};             // each category's own peak (they may peak at different times)
+  int64_t peak_total = 0;      // the highest total
+  MemArray at_peak{};          // the categories at the first moment the total reached peak_total
+  int64_t compute_ns = 0;      // length of the union of compute-lane spans
+  int64_t comm_ns = 0;         // length of the union of comm-lane spans
+  int64_t exposed_comm_ns = 0; // length of (union of comm) minus (union of compute)
+  double exposed_comm_fraction = 0;  // exposed_comm_ns / comm_ns, 0 without comm
+  std::vector<CommStat> comm;  // sorted by op, then dtype
+};
+
+struct StepTimeStats {
+  int steps = 0;             // distinct step numbers seen
+  int measured = 0;          // steps in the statistics
+  bool warmup_excluded = false;  // the first step left out (only when steps > 2)
+  double mean_s = 0, median_s = 0, min_s = 0, max_s = 0;
+};
+
+struct RunSummary {
+  int world_size = 0;
+  StepTimeStats step_time;     // a step's time is the largest step_time any rank reported for it
+  double tokens_per_step = 0;  // all ranks' tokens, mean over measured steps
+  double tokens_per_s = 0;     // measured steps: sum of all ranks' tokens / sum of step times
+  int64_t comm_ns = 0;         // sums over ranks
+  int64_t exposed_comm_ns = 0;
+  double exposed_comm_fraction = 0;
+  std::vector<CommStat> comm;  // all ranks together; bytes_per_step = bytes / steps
+  std::vector<RankSummary> ranks;
+};
+
+RunSummary compute_summary(const RunData& run);
+nlohmann::json summary_to_json(const RunSummary& s);
+
+// Prints the summary as fixed-width tables (run line from meta, steps, memory, communication).
+void print_summary_table(const RunSummary& s, const nlohmann::json& meta, std::ostream& os);
+
+// `shardlab summary RUN_DIR`: reads the run's files, computes and prints the summary to `os`.
+// Returns the exit code: 0, or 1 after printing the error (e.g. a missing meta.json) to stderr.
+int print_summary(const std::string& run_dir, std::ostream& os);
+
+// ---- interval arithmetic, exposed for tests (intervals are [begin, end) in ns) -----------------
+using Interval = std::pair<int64_t, int64_t>;
+// Sorted, disjoint, non-empty intervals covering the same points as `iv`.
+std::vector<Interval> interval_union(std::vector<Interval> iv);
+int64_t total_length(const std::vector<Interval>& disjoint);
+// Length of the points in `a` not in `b` (both as returned by interval_union).
+int64_t length_not_covered(const std::vector<Interval>& a, const std::vector<Interval>& b);
+
+}  // namespace shardlab
