@@ -19,13 +19,6 @@ struct RawMem {
   int64_t delta;
 };
 
-// The schema's spellings of lanes and unit states.
-const char* lane_text(Lane l) { return l == Lane::compute ? "compute" : "comm"; }
-const char* state_text(UnitState s) {
-  constexpr const char* kText[] = {"sharded", "gathering", "unsharded", "resharded"};
-  return kText[static_cast<int>(s)];
-}
-
 int64_t ms(double v) { return static_cast<int64_t>(std::llround(v * 1e6)); }
 
 // Per-rank simulation state.
@@ -221,14 +214,14 @@ std::vector<std::pair<int64_t, std::string>> rank_lines(const RunData& run, int 
   for (const SpanEvent& e : tr.spans)
     out.emplace_back(e.t_end,
                      nlohmann::json{{"t", e.t_end}, {"rank", rank}, {"kind", "span"},
-                                    {"lane", lane_text(e.lane)}, {"op", e.op}, {"unit", e.unit},
+                                    {"lane", lane_name(e.lane)}, {"op", e.op}, {"unit", e.unit},
                                     {"bytes", e.bytes}, {"dtype", dtype_name(e.dtype)},
                                     {"t_issue", e.t_issue}, {"t_start", e.t_start},
                                     {"t_end", e.t_end}, {"t_wait", e.t_wait}}.dump());
   for (const UnitEvent& e : tr.units)
     out.emplace_back(e.t, nlohmann::json{{"t", e.t}, {"rank", rank}, {"kind", "unit"},
                                          {"unit", e.unit},
-                                         {"state", state_text(e.state)}}.dump());
+                                         {"state", unit_state_name(e.state)}}.dump());
   for (const StepEvent& e : tr.steps)
     out.emplace_back(e.t, nlohmann::json{{"t", e.t}, {"rank", rank}, {"kind", "step"},
                                          {"step", e.step}, {"loss", e.loss},
