@@ -96,14 +96,20 @@ TEST(ViewerTimeAxis, NiceNumbers) {
   ASSERT_EQ(ticks.size(), 8u);
   EXPECT_DOUBLE_EQ(ticks.front(), 5);
   EXPECT_DOUBLE_EQ(ticks.back(), 40);
-  EXPECT_EQ(nice_bytes_ceiling(3 << 20), 5 << 20);
+  EXPECT_EQ(nice_bytes_ceiling(3 << 20), 3 << 20);
+  EXPECT_EQ(nice_bytes_ceiling((3 << 20) + 1), 4 << 20);
   EXPECT_EQ(nice_bytes_ceiling(1 << 20), 1 << 20);
-  EXPECT_EQ(nice_bytes_ceiling(1500), 2048);
-  EXPECT_EQ(nice_bytes_ceiling(int64_t(110) << 30), int64_t(200) << 30);
+  EXPECT_EQ(nice_bytes_ceiling(1500), 1536);  // 1.5 KiB
+  EXPECT_EQ(nice_bytes_ceiling(int64_t(269) << 20), int64_t(300) << 20);
+  EXPECT_EQ(nice_bytes_ceiling(int64_t(110) << 30), int64_t(125) << 30);
   EXPECT_GE(nice_bytes_ceiling(123456789), 123456789);
   EXPECT_EQ(format_duration(1.5e6), "1.5 ms");
   EXPECT_EQ(format_duration(250e3), "250 us");
   EXPECT_EQ(format_rate(12.5e9), "12.50 GB/s");
+  EXPECT_EQ(format_bytes_short(238 << 20), "238 MiB");
+  EXPECT_EQ(format_bytes_short(int64_t(12.5 * (1 << 20))), "12.5 MiB");
+  EXPECT_EQ(format_bytes_short(int64_t(1000) << 20), "0.98 GiB");
+  EXPECT_EQ(format_bytes_short(512), "512 B");
 }
 
 TEST(ViewerValueAxis, MapsBytesToPixels) {

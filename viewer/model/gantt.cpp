@@ -38,7 +38,19 @@ std::vector<DrawBar> layout_lane(const LaneBars& lane, const TimeAxis& axis, dou
   std::vector<DrawBar> out;
   auto [first, last] = lane.visible(axis.t_begin(), axis.t_end());
   double left = axis.x0() - 1, right = axis.x0() + axis.width() + 1;
-  int64_t longest = -1;  // duration of the current merged group's longest member
+  // The open group of merged thin bars: time per op (its colour is the op with the most) and the
+  // longest member (what hovering it shows).
+  std::array<int64_t, kNumOpKinds> op_ns{};
+  int64_t longest = -1;
+  bool group_open = false;
+  auto close_group = [&] {
+    if (!group_open) return;
+    int best = 0;
+    for (int k = 1; k < kNumOpKinds; ++k)
+      if (op_ns[k] > op_ns[best]) best = k;
+    out.back().op = static_cast<OpKind>(best);
+    group_open = false;
+  };
   for (size_t i = first; i < last; ++i) {
     const Bar& b = lane.bars[i];
     double x0 = std::max(left, axis.to_x(static_cast<double>(b.t0)));
@@ -47,20 +59,31 @@ std::vector<DrawBar> layout_lane(const LaneBars& lane, const TimeAxis& axis, dou
     bool thin = x1 - x0 < min_px;
     x1 = std::max(x1, x0 + min_px);
     int64_t dur = b.t1 - b.t0;
-    if (thin && !out.empty() && x0 <= out.back().x1) {
+    // A thin bar joins the open group while the group stays within two pixels.
+    if (thin && group_open && x0 <= out.back().x1 && x1 - out.back().x0 <= 2 * min_px) {
       DrawBar& d = out.back();
       d.x1 = std::max(d.x1, x1);
       ++d.merged;
+      op_ns[static_cast<int>(b.op)] += dur;
       if (dur > longest) {
         longest = dur;
-        d.op = b.op;
         d.span = b.span;
       }
       continue;
     }
+    close_group();
+    if (thin) {
+      // Start a group where the previous bar ends, so merged groups never overlap.
+      if (!out.empty()) x0 = std::max(x0, out.back().x1);
+      x1 = std::max(x1, x0 + min_px);
+      op_ns.fill(0);
+      op_ns[static_cast<int>(b.op)] = dur;
+      longest = dur;
+      group_open = true;
+    }
     out.push_back({x0, x1, b.op, b.span, 1});
-    longest = dur;
   }
+  close_group();
   return out;
 }
 

@@ -38,9 +38,10 @@ struct DrawBar {
   int span = -1;   // the longest bar in a merged group
   int merged = 1;  // how many bars it stands for
 };
-// Visible bars in pixels, clipped to the axis (plus a pixel of margin). Bars narrower than
-// `min_px` that touch the previous one are merged into it; the merged bar takes the colour of its
-// longest member. Every returned bar is at least min_px wide.
+// Visible bars in pixels, clipped to the axis (plus a pixel of margin). Consecutive bars narrower
+// than `min_px` are merged into groups at most 2 * min_px wide, coloured by the op that has the
+// most time in the group, so a zoomed-out lane still shows which op dominates where. Every
+// returned bar is at least min_px wide.
 std::vector<DrawBar> layout_lane(const LaneBars& lane, const TimeAxis& axis, double min_px = 1.0);
 
 // The bar under pixel x: the shortest bar containing that time, else the nearest bar within

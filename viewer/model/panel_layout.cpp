@@ -14,7 +14,7 @@ PanelLayout layout_panels(double width, double height, int n_runs) {
   L.toolbar = {0, 0, width, toolbar_h};
   L.summary = {0, height - summary_h, width, summary_h};
   double top = toolbar_h, avail = std::max(0.0, height - toolbar_h - summary_h);
-  double mem_h = std::round(avail * 0.38), tl_h = std::round(avail * 0.40);
+  double mem_h = std::round(avail * 0.40), tl_h = std::round(avail * 0.40);
   double units_h = avail - mem_h - tl_h;
   double col_w = std::floor(width / n_runs);
   for (int i = 0; i < n_runs; ++i) {

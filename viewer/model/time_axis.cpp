@@ -56,7 +56,14 @@ int64_t nice_bytes_ceiling(int64_t v) {
   for (double u : {1024.0, 1048576.0, 1073741824.0})
     if (static_cast<double>(v) >= u) unit = u;
   double scaled = static_cast<double>(v) / unit;
-  double c = nice_step(scaled);
+  // Finer than 1-2-5 so a memory plot's top is never far above its data.
+  double p = std::pow(10.0, std::floor(std::log10(scaled)));
+  double c = 10 * p;
+  for (double m : {1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0})
+    if (m * p >= scaled * (1 - 1e-12)) {
+      c = m * p;
+      break;
+    }
   return static_cast<int64_t>(std::ceil(c * unit));
 }
 
@@ -71,6 +78,24 @@ std::string format_duration(double ns) {
     std::snprintf(buf, sizeof buf, "%.3g us", ns * 1e-3);
   else
     std::snprintf(buf, sizeof buf, "%.0f ns", ns);
+  return buf;
+}
+
+std::string format_bytes_short(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (std::fabs(v) >= 1000.0 && u < 4) {  // 1000, not 1024: keeps three digits at most
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0 || std::fabs(v) >= 100)
+    std::snprintf(buf, sizeof buf, "%.0f %s", v, units[u]);
+  else if (std::fabs(v) >= 10)
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
   return buf;
 }
 

@@ -54,10 +54,13 @@ struct ValueAxis {
 double nice_step(double raw);
 // Tick positions k*step inside [lo, hi], with the step chosen so ticks are ~min_px apart.
 std::vector<double> nice_ticks(double lo, double hi, double px_per_unit, double min_px);
-// A byte ceiling for a plot: the smallest 1-2-5 multiple of KiB/MiB/GiB above v.
+// A byte ceiling for a plot: the smallest of 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8 times a power
+// of ten (in B, KiB, MiB or GiB) at or above v.
 int64_t nice_bytes_ceiling(int64_t v);
 // "1.5 ms", "250 us", "2.00 s" for a time in ns.
 std::string format_duration(double ns);
+// "238 MiB", "12.5 MiB", "1.25 GiB": three significant digits, for tight labels.
+std::string format_bytes_short(int64_t bytes);
 // "12.5 GB/s" (decimal, as nccl-tests prints) for bytes per second.
 std::string format_rate(double bytes_per_s);
 
