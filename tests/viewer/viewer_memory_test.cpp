@@ -34,10 +34,16 @@ TEST(ViewerMemory, SeriesFollowsEventsAndFindsThePeak) {
   EXPECT_EQ(s.at(35).total, 150);
   EXPECT_EQ(s.at(1000).total, 250);
   for (const MemSample& m : s.samples) {
-    auto st = stack_categories(m.cat);
-    EXPECT_EQ(st[0], 0);
-    EXPECT_EQ(st[kNumMemCategories], m.total);
-    for (int k = 0; k < kNumMemCategories; ++k) EXPECT_LE(st[k], st[k + 1]);
+    Stack st = stack_categories(m.cat);
+    EXPECT_EQ(st.total, m.total);
+    // Bands follow kStackOrder without gaps or overlaps: each starts where the one below ends.
+    int64_t y = 0;
+    for (MemCategory c : kStackOrder) {
+      int k = static_cast<int>(c);
+      EXPECT_EQ(st.bottom[k], y);
+      y = st.top(k, m.cat);
+    }
+    EXPECT_EQ(y, m.total);
   }
 }
 
@@ -51,7 +57,7 @@ TEST(ViewerMemory, StackSumsEqualRecordedTotalsOnASyntheticRun) {
     ASSERT_EQ(s.samples.size(), r.mem.size());
     for (size_t i = 0; i < s.samples.size(); ++i) {
       EXPECT_EQ(s.samples[i].total, r.mem[i].total) << "event " << i;
-      EXPECT_EQ(stack_categories(s.samples[i].cat)[kNumMemCategories], r.mem[i].total);
+      EXPECT_EQ(stack_categories(s.samples[i].cat).total, r.mem[i].total);
     }
     int64_t peak = 0;
     for (const MemEvent& e : r.mem) peak = std::max(peak, e.total);
@@ -73,7 +79,7 @@ TEST(ViewerMemory, ColumnsKeepSubPixelSpikes) {
   for (const MemColumn& c : cols) {
     max_seen = std::max(max_seen, c.total);
     covered += c.x1 - c.x0;
-    EXPECT_EQ(stack_categories(c.cat)[kNumMemCategories], c.total);
+    EXPECT_EQ(stack_categories(c.cat).total, c.total);
   }
   EXPECT_EQ(max_seen, 5000);
   EXPECT_DOUBLE_EQ(covered, 10);
@@ -102,6 +108,52 @@ TEST(ViewerMemory, ColumnsStopAtTheLastEventAndClipToTheAxis) {
   auto one = memory_columns(s, wide, 40);
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(one[0].total, 550);
+}
+
+TEST(ViewerMemory, BandsCoverTheSameAreaAsColumnsWithFewerRectangles) {
+  testing::SyntheticOptions o;
+  o.ranks = 1;
+  o.steps = 30;
+  RunData run = testing::make_synthetic_run(o);
+  MemorySeries s = build_memory_series(run.ranks[0].mem);
+  TimeAxis axis(50, 800, 0, static_cast<double>(run.ranks[0].t_last) / 800);
+  auto cols = memory_columns(s, axis, run.ranks[0].t_last);
+  ValueAxis va{static_cast<double>(s.peak_total) * 1.2, 300, 120};
+  auto bands = memory_bands(cols, va);
+  // Reference: every (column, category) pixel area with the same rounding.
+  double ref_area = 0;
+  int ref_rects = 0;
+  for (const MemColumn& c : cols) {
+    Stack st = stack_categories(c.cat);
+    for (int k = 0; k < kNumMemCategories; ++k) {
+      double h = std::round(va.to_y(double(st.bottom[k]))) -
+                 std::round(va.to_y(double(st.top(k, c.cat))));
+      if (c.cat[k] > 0 && h >= 1) {
+        ref_area += (c.x1 - c.x0) * h;
+        ++ref_rects;
+      }
+    }
+  }
+  double area = 0;
+  for (const BandRect& b : bands) {
+    area += (b.x1 - b.x0) * (b.y_bottom - b.y_top);
+    EXPECT_LE(b.y_top, b.y_bottom);
+    EXPECT_GE(b.y_top, va.to_y(va.v_max) - 1e-9);
+    EXPECT_LE(b.y_bottom, va.y_bottom + 1e-9);
+  }
+  EXPECT_DOUBLE_EQ(area, ref_area);
+  EXPECT_LT(bands.size() * 2, static_cast<size_t>(ref_rects)) << "merging should at least halve";
+  // The persistent parameter shard never changes: one rectangle from its first column to the end;
+  // gradients and Adam state appear in the first step and stay.
+  int params_rects = 0, grads_rects = 0, adam_rects = 0;
+  for (const BandRect& b : bands) {
+    params_rects += b.category == MemCategory::params;
+    grads_rects += b.category == MemCategory::grads;
+    adam_rects += b.category == MemCategory::optimizer_state;
+  }
+  EXPECT_EQ(params_rects, 1);
+  EXPECT_LE(grads_rects, 3);
+  EXPECT_LE(adam_rects, 3);
 }
 
 }  // namespace shardlab::viewer

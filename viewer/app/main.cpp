@@ -219,11 +219,12 @@ void memory_tooltip(const RunModel& m, int rank, int64_t t) {
   MemSample v = m.ranks[rank].mem.at(t);
   ImGui::BeginTooltip();
   ImGui::Text("%s rank %d at %s", m.info.name.c_str(), rank, format_duration(double(t)).c_str());
-  for (int k = kNumMemCategories - 1; k >= 0; --k) {
+  for (auto it = kStackOrder.rbegin(); it != kStackOrder.rend(); ++it) {  // top of the stack first
+    int k = static_cast<int>(*it);
     if (v.cat[k] == 0) continue;
-    Rgba c = category_color(static_cast<MemCategory>(k));
+    Rgba c = category_color(*it);
     ImGui::TextColored(ImVec4(c.r / 255.f, c.g / 255.f, c.b / 255.f, 1), "%-17s %s",
-                       mem_category_name(static_cast<MemCategory>(k)), format_bytes(v.cat[k]).c_str());
+                       mem_category_name(*it), format_bytes(v.cat[k]).c_str());
   }
   ImGui::Text("%-17s %s", "total", format_bytes(v.total).c_str());
   ImGui::Text("%-17s %s at %s", "peak", format_bytes(m.ranks[rank].mem.peak_total).c_str(),
@@ -236,9 +237,7 @@ void memory_tooltip(const RunModel& m, int rank, int64_t t) {
 static void show_memory_panel(ViewerState& s) {
   const int64_t v_max = shared_memory_scale(s);
   std::vector<LegendItem> legend;
-  for (int k = 0; k < kNumMemCategories; ++k)
-    legend.push_back({category_color(static_cast<MemCategory>(k)),
-                      mem_category_name(static_cast<MemCategory>(k))});
+  for (MemCategory c : kStackOrder) legend.push_back({category_color(c), mem_category_name(c)});
   for (size_t i = 0; i < s.runs.size(); ++i) {
     RunView& rv = s.runs[i];
     const RunModel& m = rv.run->model();
@@ -246,7 +245,14 @@ static void show_memory_panel(ViewerState& s) {
     const Rect& panel = s.layout.runs[i].memory;
     std::string title = "Memory by category: " + m.info.name + "##memory" + std::to_string(i);
     begin_panel(title.c_str(), panel);
-    draw_legend(legend);
+    if (s.overlay_ranks) {
+      std::vector<LegendItem> ranks;
+      for (size_t r = 0; r < m.ranks.size(); ++r)
+        ranks.push_back({rank_color(static_cast<int>(r)), "rank " + std::to_string(r) + " total"});
+      draw_legend(ranks);
+    } else {
+      draw_legend(legend);
+    }
     Rect c = place_canvas("memory_canvas", panel);
     handle_time_canvas(s, axis);
     rv.memory_plot = {axis.x0(), c.y, axis.width(), c.h};
@@ -265,7 +271,7 @@ static void show_memory_panel(ViewerState& s) {
     double y_cursor_row = hovered ? std::floor((io.MousePos.y - c.y) / row_h) : -1;
     for (int row = 0; row < rows; ++row) {
       double top = c.y + row * row_h;
-      ValueAxis va{static_cast<double>(v_max), top + row_h - 2, row_h - 14};
+      ValueAxis va{static_cast<double>(v_max), top + row_h - 3, row_h - 6};
       dl->AddRectFilled(v2(axis.x0(), va.to_y(v_max)), v2(axis.x0() + axis.width(), va.y_bottom),
                         IM_COL32(255, 255, 255, 10));
       std::string label = s.overlay_ranks ? "all ranks" : "rank " + std::to_string(row);
@@ -284,14 +290,8 @@ static void show_memory_panel(ViewerState& s) {
         const MemorySeries& ms = m.ranks[r].mem;
         auto cols = memory_columns(ms, axis, m.ranks[r].t_last);
         if (!s.overlay_ranks) {
-          for (const MemColumn& mc : cols) {
-            auto st = stack_categories(mc.cat);
-            for (int k = 0; k < kNumMemCategories; ++k) {
-              if (mc.cat[k] == 0) continue;
-              dl->AddRectFilled(v2(mc.x0, va.to_y(double(st[k + 1]))), v2(mc.x1, va.to_y(double(st[k]))),
-                                col(category_color(static_cast<MemCategory>(k))));
-            }
-          }
+          for (const BandRect& b : memory_bands(cols, va))
+            dl->AddRectFilled(v2(b.x0, b.y_top), v2(b.x1, b.y_bottom), col(category_color(b.category)));
         } else {
           ImU32 rc = col(rank_color(r));
           for (size_t j = 0; j < cols.size(); ++j) {
@@ -323,7 +323,7 @@ static void show_memory_panel(ViewerState& s) {
       if (s.overlay_ranks) {
         // Overlaid: the rank whose total is closest to the cursor.
         int64_t t = static_cast<int64_t>(axis.to_t(io.MousePos.x));
-        ValueAxis va{static_cast<double>(v_max), c.y + c.h - 2, c.h - 14};
+        ValueAxis va{static_cast<double>(v_max), c.y + c.h - 3, c.h - 6};
         double best = 1e300;
         for (int r = 0; r < n; ++r) {
           double d = std::abs(va.to_y(double(m.ranks[r].mem.at(t).total)) - io.MousePos.y);
@@ -658,7 +658,7 @@ static void show_summary_panel(ViewerState& s) {
     for (size_t k = 0; k < m.ranks.size(); ++k, ++row) {
       double y = top + row * row_h;
       const MemorySeries& ms = m.ranks[k].mem;
-      auto st = stack_categories(ms.at_peak);
+      Stack st = stack_categories(ms.at_peak);
       if (row_h >= 12) {
         std::string label = row_label(m, k);
         dl->PushClipRect(v2(bars.x, y), v2(bars.x + label_w - 4, y + row_h), true);
@@ -667,8 +667,8 @@ static void show_summary_panel(ViewerState& s) {
       }
       for (int c = 0; c < kNumMemCategories; ++c) {
         if (ms.at_peak[c] == 0) continue;
-        double x0 = bars.x + label_w + w * double(st[c]) / double(v_max);
-        double x1 = bars.x + label_w + w * double(st[c + 1]) / double(v_max);
+        double x0 = bars.x + label_w + w * double(st.bottom[c]) / double(v_max);
+        double x1 = bars.x + label_w + w * double(st.top(c, ms.at_peak)) / double(v_max);
         dl->AddRectFilled(v2(x0, y + 1), v2(std::max(x1, x0 + 1), y + row_h - 1),
                           col(category_color(static_cast<MemCategory>(c))));
       }
@@ -731,6 +731,7 @@ void write_report(const std::string& path, const ViewerState& s, int win_w, int 
                          {"events", m.n_events},
                          {"finished", m.finished},
                          {"status", r.run->status()},
+                         {"rebuild_ms", r.run->last_rebuild_ms()},
                          {"axis_t_begin", s.time.axis(static_cast<int>(i)).t_begin()},
                          {"axis_t_end", s.time.axis(static_cast<int>(i)).t_end()}};
     j["panels"]["runs"].push_back(pr);
@@ -875,9 +876,12 @@ int run_viewer(const Options& opt) {
         double ui = frames_timed ? ui_ms_sum / frames_timed : 0;
         double gl = frames_timed ? gl_ms_sum / frames_timed : 0;
         int64_t vtx = ImGui::GetDrawData()->TotalVtxCount;
+        double rebuild = 0;
+        for (const RunView& r : s.runs) rebuild = std::max(rebuild, r.run->last_rebuild_ms());
         std::printf("shardlab-viewer: %d frames at %dx%d: ui %.2f ms, render %.2f ms per frame "
-                    "(mean of the last %d), %lld vertices\n",
-                    frames_done, fb_w, fb_h, ui, gl, frames_timed, static_cast<long long>(vtx));
+                    "(mean of the last %d), %lld vertices; model rebuild %.1f ms\n",
+                    frames_done, fb_w, fb_h, ui, gl, frames_timed, static_cast<long long>(vtx),
+                    rebuild);
         if (!opt.screenshot.empty()) {
           std::string err;
           if (!save_back_buffer_png(fb_w, fb_h, opt.screenshot, &err)) {

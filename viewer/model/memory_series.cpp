@@ -39,9 +39,13 @@ MemorySeries build_memory_series(const std::vector<MemEvent>& events) {
   return s;
 }
 
-std::array<int64_t, kNumMemCategories + 1> stack_categories(const MemArray& cat) {
-  std::array<int64_t, kNumMemCategories + 1> st{};
-  for (int k = 0; k < kNumMemCategories; ++k) st[k + 1] = st[k] + cat[k];
+Stack stack_categories(const MemArray& cat) {
+  Stack st;
+  for (MemCategory c : kStackOrder) {
+    int k = static_cast<int>(c);
+    st.bottom[k] = st.total;
+    st.total += cat[k];
+  }
   return st;
 }
 
@@ -83,6 +87,34 @@ std::vector<MemColumn> memory_columns(const MemorySeries& s, const TimeAxis& axi
     }
   }
   return cols;
+}
+
+std::vector<BandRect> memory_bands(const std::vector<MemColumn>& cols, const ValueAxis& va) {
+  std::vector<BandRect> out;
+  // The open rectangle of each category, or -1.
+  std::array<int, kNumMemCategories> open;
+  open.fill(-1);
+  for (const MemColumn& c : cols) {
+    Stack st = stack_categories(c.cat);
+    for (int k = 0; k < kNumMemCategories; ++k) {
+      double yt = std::round(va.to_y(static_cast<double>(st.top(k, c.cat))));
+      double yb = std::round(va.to_y(static_cast<double>(st.bottom[k])));
+      if (c.cat[k] <= 0 || yb - yt < 1) {
+        open[k] = -1;
+        continue;
+      }
+      if (open[k] >= 0) {
+        BandRect& r = out[open[k]];
+        if (r.y_top == yt && r.y_bottom == yb && r.x1 == c.x0) {
+          r.x1 = c.x1;
+          continue;
+        }
+      }
+      open[k] = static_cast<int>(out.size());
+      out.push_back({c.x0, c.x1, yt, yb, static_cast<MemCategory>(k)});
+    }
+  }
+  return out;
 }
 
 }  // namespace shardlab::viewer
