@@ -186,13 +186,15 @@ TEST(ViewerScreenshot, WaitsForARunThatHasNotStartedAndFollowsItLive) {
   std::string dir = work_dir("shot_live");
   std::string run_dir = dir + "/live";
   // The writer starts a second after the viewer and writes a step every 100 ms, leaving a
-  // half-written line between steps; the viewer captures once it has seen 4 steps.
-  std::string writer = "(sleep 1; " + std::string(SHARDLAB_MAKE_RUN_EXE) + " " + run_dir +
-                       " --ranks 2 --steps 40 --units 3 --step-ms 100 --partial >/dev/null) &";
-  ASSERT_EQ(run(writer), 0);
+  // half-written line between steps; the viewer captures once it has seen 4 steps. One shell runs
+  // both and waits for the writer, so nothing outlives the test.
   std::string png = dir + "/live.png";
-  int rc = screenshot(run_dir, png, "--until-steps 4 --timeout 60");
-  run("wait");
+  std::string cmd = "(sleep 1; " + std::string(SHARDLAB_MAKE_RUN_EXE) + " " + run_dir +
+                    " --ranks 2 --steps 20 --units 3 --step-ms 100 --partial >/dev/null) & " +
+                    "xvfb-run -a -s '-screen 0 1920x1080x24' " + SHARDLAB_VIEWER_EXE + " " +
+                    run_dir + " --screenshot " + png +
+                    " --until-steps 4 --timeout 60 >" + png + ".log 2>&1; rc=$?; wait; exit $rc";
+  int rc = run(cmd);  // std::system's shell runs both and waits for the writer
   ASSERT_EQ(rc, 0) << read_text(png + ".log");
   nlohmann::json rep = nlohmann::json::parse(read_text(dir + "/live.json"));
   const auto& r0 = rep["panels"]["runs"][0];

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cfloat>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -115,8 +116,10 @@ void apply_view(ViewerState& s, double width, double height) {
     any_data = any_data || r.run->model().t_last > 0;
     all_finished = all_finished && r.run->model().finished;
   }
-  if (s.requested_step >= 0 && !s.runs.empty() &&
-      find_step(s.runs[0].run->model().steps, s.requested_step) >= 0) {
+  bool step_exists = false;
+  for (const RunView& r : s.runs)
+    step_exists = step_exists || find_step(r.run->model().steps, s.requested_step) >= 0;
+  if (s.requested_step >= 0 && step_exists) {
     select_step(s, s.requested_step);
     s.requested_step = -1;
     s.fitted = true;
@@ -181,10 +184,15 @@ static void show_toolbar_panel(ViewerState& s) {
     s.selected_step = -1;
     show_all(s);
   }
-  // Step selector over the first run's steps.
-  const auto& steps = s.runs.empty() ? std::vector<StepInfo>() : s.runs[0].run->model().steps;
-  if (!steps.empty()) {
-    int lo = steps.front().step, hi = steps.back().step;
+  // Step selector over the steps any run has.
+  int lo = INT_MAX, hi = INT_MIN;
+  for (const RunView& r : s.runs) {
+    const auto& steps = r.run->model().steps;
+    if (steps.empty()) continue;
+    lo = std::min(lo, steps.front().step);
+    hi = std::max(hi, steps.back().step);
+  }
+  if (lo <= hi) {
     int cur = s.selected_step >= 0 ? s.selected_step : hi;
     ImGui::SameLine(0, 16);
     if (ImGui::ArrowButton("##prev", ImGuiDir_Left)) select_step(s, std::max(lo, cur - 1));
