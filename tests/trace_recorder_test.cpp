@@ -158,6 +158,7 @@ TEST(TraceRecorder, ThreadsRecordConcurrentlyWithoutLosingLines) {
     EXPECT_EQ(e.at("bytes").get<int64_t>(), next[k]);
     ++next[k];
   }
+  fs::remove_all(dir);
 }
 
 TEST(TraceRecorder, FlushAppendsAndEmptiesTheBuffer) {
@@ -175,6 +176,7 @@ TEST(TraceRecorder, FlushAppendsAndEmptiesTheBuffer) {
   rec.step(0, 1.0, 1, 0.1);  // a step flushes by itself
   EXPECT_EQ(rec.event_count(), 0);
   EXPECT_EQ(parse_lines(read_file(file)).size(), 3u);
+  fs::remove_all(dir);
 }
 
 TEST(TraceRecorder, UnwritablePathThrowsIoErrorNamingIt) {

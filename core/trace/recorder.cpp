@@ -80,7 +80,6 @@ struct Recorder::Impl {
 Recorder::Recorder(int rank, const std::string& jsonl_path)
     : impl_(std::make_unique<Impl>()), rank_(rank), enabled_(true) {
   impl_->path = jsonl_path;
-  impl_->buf.reserve(64 * 1024);
   if (!jsonl_path.empty()) {
     impl_->file = std::fopen(jsonl_path.c_str(), "ab");
     if (!impl_->file)
