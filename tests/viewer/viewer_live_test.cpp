@@ -166,6 +166,9 @@ TEST(ViewerLive, AggregatesAgreeWithTheTraceSummary) {
     EXPECT_EQ(m.ranks[r].exposed.comm_ns, ref.ranks[r].comm_ns) << "rank " << r;
     EXPECT_EQ(m.ranks[r].exposed.exposed_ns, ref.ranks[r].exposed_comm_ns) << "rank " << r;
   }
+  EXPECT_NEAR(m.summary.tokens_per_s, ref.tokens_per_s, 1e-9 * ref.tokens_per_s);
+  EXPECT_NEAR(m.summary.mean_step_s, ref.step_time.mean_s, 1e-12);
+  EXPECT_EQ(m.summary.warmup_excluded, ref.step_time.warmup_excluded);
   for (const CommStat& c : ref.comm)
     EXPECT_EQ(m.summary.ops[static_cast<int>(classify_op(c.op))].bytes, c.bytes) << c.op;
 }

@@ -575,7 +575,8 @@ static void show_summary_panel(ViewerState& s) {
     });
     row("steps, mean time", [&](const LiveRun& r) {
       const RunSummary& x = r.model().summary;
-      return std::to_string(x.n_steps) + ", " + format_duration(x.mean_step_s * 1e9);
+      return std::to_string(x.n_steps) + ", " + format_duration(x.mean_step_s * 1e9) +
+             (x.warmup_excluded ? " (first step left out)" : "");
     });
     row("tokens/s (all ranks)", [&](const LiveRun& r) {
       std::snprintf(buf, sizeof buf, "%.0f", r.model().summary.tokens_per_s);

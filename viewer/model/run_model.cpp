@@ -2,6 +2,7 @@
 #include "viewer/model/run_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace shardlab::viewer {
 
@@ -96,23 +97,26 @@ RunModel build_run_model(const RunData& run) {
   finish_bandwidth(m.summary.ops, m.info.world);
 
   m.steps = build_steps(run);
-  // Throughput over the steps every rank has reported (a live run's last step may be partial).
+  // Throughput as `shardlab summary` defines it (core/trace/summary.hpp): tokens of all ranks over
+  // the sum of step times (a step's time is the slowest rank's), the first step left out as warmup
+  // when there are more than two; here only steps every rank has reported (a live run's last step
+  // may be partial).
   int n_ranks = static_cast<int>(run.ranks.size());
-  int64_t tokens = 0, t0 = 0, t1 = 0;
-  double step_s = 0;
-  for (const StepInfo& s : m.steps) {
-    if (s.ranks_seen < n_ranks) continue;
-    if (m.summary.n_steps == 0) t0 = s.t_begin;
-    t1 = s.t_end;
-    tokens += s.tokens;
-    step_s += static_cast<double>(s.t_end - s.t_begin) * 1e-9;
-    m.summary.last_loss = s.loss;
-    ++m.summary.n_steps;
+  std::vector<const StepInfo*> complete;
+  for (const StepInfo& s : m.steps)
+    if (s.ranks_seen >= n_ranks) complete.push_back(&s);
+  m.summary.n_steps = static_cast<int>(complete.size());
+  m.summary.warmup_excluded = complete.size() > 2;
+  double tokens = 0, seconds = 0;
+  for (size_t i = m.summary.warmup_excluded ? 1 : 0; i < complete.size(); ++i) {
+    tokens += static_cast<double>(complete[i]->tokens);
+    if (std::isfinite(complete[i]->step_time)) seconds += complete[i]->step_time;
   }
-  if (m.summary.n_steps > 0) {
-    double wall = static_cast<double>(t1 - t0) * 1e-9;
-    m.summary.tokens_per_s = wall > 0 ? static_cast<double>(tokens) / wall : 0;
-    m.summary.mean_step_s = step_s / m.summary.n_steps;
+  size_t measured = complete.size() - (m.summary.warmup_excluded ? 1 : 0);
+  if (measured > 0) {
+    m.summary.tokens_per_s = seconds > 0 ? tokens / seconds : 0;
+    m.summary.mean_step_s = seconds / static_cast<double>(measured);
+    m.summary.last_loss = complete.back()->loss;
   }
   return m;
 }

@@ -47,8 +47,9 @@ struct RankModel {
 
 struct RunSummary {
   int n_steps = 0;              // steps every rank reported
-  double tokens_per_s = 0;      // all ranks' tokens over the steps' wall time
-  double mean_step_s = 0;
+  bool warmup_excluded = false; // the first of them left out of the two figures below (> 2 steps)
+  double tokens_per_s = 0;      // all ranks' tokens / sum of step times, as `shardlab summary`
+  double mean_step_s = 0;       // a step's time is its slowest rank's step_time
   double last_loss = 0;
   std::array<OpStats, kNumOpKinds> ops{};  // summed over ranks
   int64_t comm_ns = 0, exposed_ns = 0;     // summed over ranks

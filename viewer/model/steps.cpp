@@ -17,7 +17,7 @@ std::vector<StepInfo> build_steps(const RunData& run) {
       s.step = e.step;
       s.t_end = std::max(s.t_end, e.t);
       s.tokens += e.tokens;
-      s.step_time = std::max(s.step_time, e.step_time);
+      if (std::isfinite(e.step_time)) s.step_time = std::max(s.step_time, e.step_time);
       ++s.ranks_seen;
       loss_sum[e.step] += e.loss;
       int64_t start = e.t - static_cast<int64_t>(std::llround(e.step_time * 1e9));
