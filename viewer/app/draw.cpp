@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "viewer/app/view_control.hpp"
+
 namespace shardlab::viewer {
 
 void axis_pixels(const Rect& panel, double* x0, double* width) {
@@ -69,12 +71,7 @@ void handle_time_canvas(ViewerState& s, const TimeAxis& axis) {
       s.follow = false;
     }
     if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) {
-      std::vector<double> b, e;
-      for (const RunView& r : s.runs) {
-        b.push_back(0);
-        e.push_back(static_cast<double>(std::max<int64_t>(r.run->model().t_last, 1000000)));
-      }
-      s.time.show(b, e);
+      show_all(s);
       s.follow = false;
     }
   }

@@ -9,7 +9,6 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -18,10 +17,11 @@
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
-#include <nlohmann/json.hpp>
 
 #include "viewer/app/draw.hpp"
 #include "viewer/app/screenshot.hpp"
+#include "viewer/app/tooltips.hpp"
+#include "viewer/app/view_control.hpp"
 #include "viewer/app/viewer_state.hpp"
 #include "viewer/model/colors.hpp"
 #include "viewer/model/run_model.hpp"
@@ -51,102 +51,12 @@ struct Options {
   std::vector<float> mouse;  // with --frames: where the mouse is (x, y), for hover screenshots
 };
 
-// ---- view control ------------------------------------------------------------------------------
-
-void show_ranges(ViewerState& s, const std::vector<double>& b, const std::vector<double>& e) {
-  s.time.show(b, e);
-}
-
-void show_all(ViewerState& s) {
-  std::vector<double> b, e;
-  for (const RunView& r : s.runs) {
-    b.push_back(0);
-    e.push_back(static_cast<double>(std::max<int64_t>(r.run->model().t_last, 1000000)));
-  }
-  show_ranges(s, b, e);
-}
-
-// Shows step `step` in every run (each from its own start, one scale); a run without that step
-// shows its last one.
-void select_step(ViewerState& s, int step) {
-  std::vector<double> b, e;
-  for (const RunView& r : s.runs) {
-    const auto& steps = r.run->model().steps;
-    int i = find_step(steps, step);
-    if (i < 0 && !steps.empty()) i = static_cast<int>(steps.size()) - 1;
-    b.push_back(i < 0 ? 0 : static_cast<double>(steps[i].t_begin));
-    e.push_back(i < 0 ? 1e6 : static_cast<double>(steps[i].t_end));
-  }
-  show_ranges(s, b, e);
-  s.selected_step = step;
-  s.follow = false;
-}
-
-// Live: the last three steps (or everything so far) of each run.
-void follow_latest(ViewerState& s) {
-  std::vector<double> b, e;
-  for (const RunView& r : s.runs) {
-    const RunModel& m = r.run->model();
-    size_t n = m.steps.size();
-    b.push_back(n >= 3 ? static_cast<double>(m.steps[n - 3].t_begin) : 0.0);
-    e.push_back(static_cast<double>(std::max<int64_t>(m.t_last, 1000000)));
-  }
-  show_ranges(s, b, e);
-}
-
-int64_t shared_memory_scale(const ViewerState& s) {
-  int64_t v = 0;
-  for (const RunView& r : s.runs) {
-    const RunModel& m = r.run->model();
-    v = std::max({v, m.summary.max_peak, m.info.mem_limit});
-  }
-  return nice_bytes_ceiling(static_cast<int64_t>(static_cast<double>(v) * 1.05));
-}
-
-// Once per frame before the panels: panel rectangles, axis pixels, the first view, follow.
-void apply_view(ViewerState& s, double width, double height) {
-  s.layout = layout_panels(width, height, static_cast<int>(s.runs.size()));
-  for (size_t i = 0; i < s.runs.size(); ++i) {
-    double x0, w;
-    axis_pixels(s.layout.runs[i].timeline, &x0, &w);
-    s.time.set_pixels(static_cast<int>(i), x0, w);
-  }
-  bool any_data = false, all_finished = true;
-  for (const RunView& r : s.runs) {
-    any_data = any_data || r.run->model().t_last > 0;
-    all_finished = all_finished && r.run->model().finished;
-  }
-  bool step_exists = false;
-  for (const RunView& r : s.runs)
-    step_exists = step_exists || find_step(r.run->model().steps, s.requested_step) >= 0;
-  if (s.requested_step >= 0 && step_exists) {
-    select_step(s, s.requested_step);
-    s.requested_step = -1;
-    s.fitted = true;
-  }
-  if (!s.fitted && any_data) {
-    s.fitted = true;
-    if (all_finished) {
-      s.follow = false;
-      show_all(s);
-    }
-  }
-  if (s.follow && any_data) follow_latest(s);
-}
-
 bool begin_panel(const char* title, const Rect& r) {
   ImGui::SetNextWindowPos(v2(r.x, r.y), ImGuiCond_Always);
   ImGui::SetNextWindowSize(v2(r.w, r.h), ImGuiCond_Always);
   return ImGui::Begin(title, nullptr, kPanelFlags);
 }
 
-std::string run_state(const LiveRun& run) {
-  const RunModel& m = run.model();
-  if (!run.started()) return "waiting";
-  return m.finished ? "finished" : "live";
-}
-
-// The canvas under the cursor: an InvisibleButton from the cursor to the window's content edge.
 Rect place_canvas(const char* id, const Rect& panel) {
   ImVec2 p = ImGui::GetCursorScreenPos();
   ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -221,25 +131,6 @@ static void show_toolbar_panel(ViewerState& s) {
   ImGui::TextColored(ImVec4(0.6f, 0.6f, 0.6f, 1.0f), "%s/px   wheel: zoom, drag: pan, double-click: all",
                      format_duration(s.time.ns_per_px()).c_str());
   ImGui::End();
-}
-
-void memory_tooltip(const RunModel& m, int rank, int64_t t) {
-  MemSample v = m.ranks[rank].mem.at(t);
-  ImGui::BeginTooltip();
-  ImGui::Text("%s rank %d at %s", m.info.name.c_str(), rank, format_duration(double(t)).c_str());
-  for (auto it = kStackOrder.rbegin(); it != kStackOrder.rend(); ++it) {  // top of the stack first
-    int k = static_cast<int>(*it);
-    if (v.cat[k] == 0) continue;
-    Rgba c = category_color(*it);
-    ImGui::TextColored(ImVec4(c.r / 255.f, c.g / 255.f, c.b / 255.f, 1), "%-17s %s",
-                       mem_category_name(*it), format_bytes(v.cat[k]).c_str());
-  }
-  ImGui::Text("%-17s %s", "total", format_bytes(v.total).c_str());
-  ImGui::Text("%-17s %s at %s", "peak", format_bytes(m.ranks[rank].mem.peak_total).c_str(),
-              format_duration(double(m.ranks[rank].mem.t_peak)).c_str());
-  if (m.info.mem_limit > 0)
-    ImGui::Text("%-17s %s", "capacity", format_bytes(m.info.mem_limit).c_str());
-  ImGui::EndTooltip();
 }
 
 static void show_memory_panel(ViewerState& s) {
@@ -342,37 +233,6 @@ static void show_memory_panel(ViewerState& s) {
     }
     ImGui::End();
   }
-}
-
-void span_tooltip(const RunModel& m, const RunData& data, int rank, const Bar& bar) {
-  if (rank >= static_cast<int>(data.ranks.size()) ||
-      bar.span >= static_cast<int>(data.ranks[rank].spans.size()))
-    return;
-  const SpanEvent& sp = data.ranks[rank].spans[bar.span];
-  int64_t dur = sp.t_end - sp.t_start;
-  ImGui::BeginTooltip();
-  Rgba c = op_color(bar.op);
-  ImGui::TextColored(ImVec4(c.r / 255.f, c.g / 255.f, c.b / 255.f, 1), "%s", sp.op.c_str());
-  ImGui::Text("rank %d, %s lane, unit %d", rank, lane_name(sp.lane), sp.unit);
-  ImGui::Text("start %s, duration %s", format_duration(double(sp.t_start)).c_str(),
-              format_duration(double(dur)).c_str());
-  if (sp.bytes > 0) ImGui::Text("%s (%s)", format_bytes(sp.bytes).c_str(), dtype_name(sp.dtype));
-  if (sp.lane == Lane::comm) {
-    if (sp.t_start > sp.t_issue)
-      ImGui::Text("queued %s after issue", format_duration(double(sp.t_start - sp.t_issue)).c_str());
-    if (sp.t_wait >= 0) ImGui::Text("waited on at %s", format_duration(double(sp.t_wait)).c_str());
-    if (is_collective(bar.op)) {
-      Bandwidth bw = collective_bandwidth(bar.op, sp.bytes, dur, m.info.world);
-      ImGui::Text("algbw %s, busbw %s (n=%d)", format_rate(bw.algbw).c_str(),
-                  format_rate(bw.busbw).c_str(), m.info.world);
-    }
-    int64_t exposed =
-        total_length(clip(m.ranks[rank].exposed.exposed, sp.t_start, sp.t_end));
-    ImGui::TextColored(exposed > 0 ? ImVec4(1, 0.35f, 0.35f, 1) : ImVec4(0.6f, 0.8f, 0.6f, 1),
-                       "exposed %s of %s", format_duration(double(exposed)).c_str(),
-                       format_duration(double(dur)).c_str());
-  }
-  ImGui::EndTooltip();
 }
 
 static void show_timeline_panel(ViewerState& s) {
@@ -706,63 +566,6 @@ static void show_summary_panel(ViewerState& s) {
   ImGui::End();
 }
 
-// ---- screenshot report -------------------------------------------------------------------------
-
-nlohmann::json rgb(Rgba c) { return {c.r, c.g, c.b}; }
-
-void write_report(const std::string& path, const ViewerState& s, int win_w, int win_h, int fb_w,
-                  int fb_h, int frames, double ui_ms, double gl_ms, int64_t vertices) {
-  nlohmann::json j;
-  j["window"] = {win_w, win_h};
-  j["framebuffer"] = {fb_w, fb_h};
-  j["frames"] = frames;
-  j["mean_ui_ms"] = ui_ms;
-  j["mean_render_ms"] = gl_ms;
-  j["vertices"] = vertices;
-  j["selected_step"] = s.selected_step;
-  j["ns_per_px"] = s.time.ns_per_px();
-  j["panels"]["toolbar"] = rect_json(s.layout.toolbar);
-  j["panels"]["summary"] = rect_json(s.layout.summary);
-  j["panels"]["summary_plot"] = rect_json(s.summary_plot);
-  for (size_t i = 0; i < s.runs.size(); ++i) {
-    const RunView& r = s.runs[i];
-    const RunModel& m = r.run->model();
-    nlohmann::json pr = {{"dir", r.run->dir()},
-                         {"name", m.info.name},
-                         {"memory", rect_json(s.layout.runs[i].memory)},
-                         {"timeline", rect_json(s.layout.runs[i].timeline)},
-                         {"units", rect_json(s.layout.runs[i].units)},
-                         {"memory_plot", rect_json(r.memory_plot)},
-                         {"timeline_plot", rect_json(r.timeline_plot)},
-                         {"units_plot", rect_json(r.units_plot)},
-                         {"ranks", m.ranks.size()},
-                         {"steps", m.steps.size()},
-                         {"events", m.n_events},
-                         {"finished", m.finished},
-                         {"status", r.run->status()},
-                         {"rebuild_ms", r.run->last_rebuild_ms()},
-                         {"axis_t_begin", s.time.axis(static_cast<int>(i)).t_begin()},
-                         {"axis_t_end", s.time.axis(static_cast<int>(i)).t_end()}};
-    j["panels"]["runs"].push_back(pr);
-  }
-  for (int k = 0; k < kNumMemCategories; ++k)
-    j["colors"]["categories"][mem_category_name(static_cast<MemCategory>(k))] =
-        rgb(category_color(static_cast<MemCategory>(k)));
-  for (int k = 0; k < kNumOpKinds; ++k)
-    j["colors"]["ops"][op_kind_name(static_cast<OpKind>(k))] = rgb(op_color(static_cast<OpKind>(k)));
-  for (UnitState st : {UnitState::sharded, UnitState::gathering, UnitState::unsharded,
-                       UnitState::resharded})
-    j["colors"]["unit_states"][unit_state_name(st)] = rgb(unit_state_color(st));
-  j["colors"]["exposed"] = rgb(kExposedColor);
-  std::ofstream(path) << j.dump(2) << "\n";
-}
-
-std::string default_report_path(const std::string& png) {
-  std::string base = png;
-  if (base.size() > 4 && base.compare(base.size() - 4, 4, ".png") == 0) base.resize(base.size() - 4);
-  return base + ".json";
-}
-
 // ---- GLFW errors -------------------------------------------------------------------------------
 
 int g_glfw_error = 0;
@@ -838,7 +641,7 @@ int run_viewer(const Options& opt) {
     if (batch)
       glfwPollEvents();
     else
-      glfwWaitEventsTimeout(0.05);  // wakes on input; live data arrives at the poll interval
+      glfwWaitEventsTimeout(LiveRun::kPollInterval);  // wakes on input, else at the next poll
     s.now = glfwGetTime();
     for (RunView& r : s.runs) r.run->poll_if_due(s.now);
     bool ready = opt.until_steps <= 0 || all_runs_have_steps(s, opt.until_steps);
