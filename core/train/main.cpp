@@ -171,7 +171,8 @@ int run_data_info(const std::string& path) {
   TokenCorpus c = load_corpus(path, SyntheticSpec{});
   std::cout << c.description << "\n";
   std::cout << "first tokens:";
-  for (size_t i = 0; i < std::min<size_t>(16, c.tokens.size()); ++i) std::cout << " " << c.tokens[i];
+  for (size_t i = 0; i < std::min<size_t>(16, c.tokens.size()); ++i)
+    std::cout << " " << c.tokens[i];
   std::cout << "\n";
   return 0;
 }

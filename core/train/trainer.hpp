@@ -128,7 +128,7 @@ std::unique_ptr<ModelStepper> make_single_rank_stepper(Device& dev, const GPTCon
                                                        const OptimizerConfig& optim,
                                                        uint64_t seed);
 
-// Trains on one rank (CPU device) as cfg says, printing the header, step lines and a summary to out.
+// Trains on one rank (CPU device) as cfg says; prints the header, step lines and a summary to out.
 TrainResult run_training(const TrainConfig& cfg, std::ostream& out);
 
 }  // namespace shardlab
