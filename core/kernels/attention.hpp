@@ -1,0 +1,61 @@
+// Causal multi-head self-attention on a packed qkv tensor (B, T, 3C): q | k | v, head h at
+// columns [h*hs, (h+1)*hs) of each third, hs = C / NH. Per head (Vaswani et al. 2017):
+//   S = scale * Q K^T (scale = 1/sqrt(hs)),  P = causal_softmax(S),  out = P V.
+// QK^T, PV and their backward products go through Device::gemm_batched (one batch of NH heads per
+// sequence, strided views into qkv, no permute copies); only the softmax is a kernel of its own.
+// Softmax backward, per row: dS = P * (dP - sum_j P_j dP_j) (derivation in docs/model.md).
+#pragma once
+
+#include "core/base/hd.hpp"
+#include "core/device/device.hpp"
+
+namespace shardlab {
+
+// In place on one row of T scores for query position t: entries [0, t] become the softmax of the
+// (already scaled) scores, entries (t, T) become 0 (the causal mask).
+SL_HD void attention_softmax_row(float* row /* (T) */, int t, int T) {
+  float mx = row[0];
+  for (int j = 1; j <= t; ++j) mx = row[j] > mx ? row[j] : mx;
+  float sum = 0.0f;
+  for (int j = 0; j <= t; ++j) {
+    row[j] = expf(row[j] - mx);
+    sum += row[j];
+  }
+  float inv = 1.0f / sum;
+  for (int j = 0; j <= t; ++j) row[j] *= inv;
+  for (int j = t + 1; j < T; ++j) row[j] = 0.0f;
+}
+
+// dS = P * (dP - <P, dP>) for one row; dpre may alias datt. Masked entries get 0.
+SL_HD void attention_softmax_backward_row(float* dpre /* (T) */, const float* att /* (T) */,
+                                          const float* datt /* (T) */, int t, int T) {
+  float dot = 0.0f;
+  for (int j = 0; j <= t; ++j) dot += att[j] * datt[j];
+  for (int j = 0; j <= t; ++j) dpre[j] = att[j] * (datt[j] - dot);
+  for (int j = t + 1; j < T; ++j) dpre[j] = 0.0f;
+}
+
+// Row r of the (BH, T, T) tensor is query position r % T.
+void attention_softmax_forward(Device& dev, float* att /* (BH, T, T) scores in, probs out */,
+                               int BH, int T);
+void attention_softmax_backward(Device& dev, float* dpre /* (BH, T, T) */,
+                                const float* att /* (BH, T, T) */,
+                                const float* datt /* (BH, T, T) */, int BH, int T);
+
+// Composites over gemm_batched and the softmax kernels: run on any device as they are.
+void attention_forward(Device& dev, float* out /* (B, T, C) */, float* att /* (B, NH, T, T) */,
+                       const float* qkv /* (B, T, 3C) */, int B, int T, int C, int NH);
+// dqkv overwritten. Scratch: one (NH, T, T) buffer under MemCategory::workspace.
+void attention_backward(Device& dev, float* dqkv /* (B, T, 3C) */, const float* dout /* (B, T, C) */,
+                        const float* qkv /* (B, T, 3C) */, const float* att /* (B, NH, T, T) */,
+                        int B, int T, int C, int NH);
+
+#if SHARDLAB_WITH_CUDA
+namespace cuda {
+void attention_softmax_forward(Device& dev, float* att, int BH, int T);
+void attention_softmax_backward(Device& dev, float* dpre, const float* att, const float* datt,
+                                int BH, int T);
+}  // namespace cuda
+#endif
+
+}  // namespace shardlab

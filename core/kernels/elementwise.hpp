@@ -1,0 +1,38 @@
+// Element-wise array kernels the engine needs around the model: fill, scale, axpy, dtype casts for
+// mixed precision (core/base/dtype.hpp rounding), and the sum of squares for gradient clipping.
+#pragma once
+
+#include <cstdint>
+
+#include "core/base/dtype.hpp"
+#include "core/base/hd.hpp"
+#include "core/device/device.hpp"
+
+namespace shardlab {
+
+SL_HD float axpy_elem(float y, float a, float x) { return y + a * x; }
+
+void fill_array(Device& dev, float* x, float value, int64_t n);
+// x *= s
+void scale_array(Device& dev, float* x, float s, int64_t n);
+// y += a * x
+void axpy(Device& dev, float* y, float a, const float* x, int64_t n);
+// dst (n elements of dst_type) = src rounded to nearest even (identity copy for f32).
+void cast_from_f32(Device& dev, void* dst, DType dst_type, const float* src, int64_t n);
+// dst = src (n elements of src_type) widened to f32 (exact).
+void cast_to_f32(Device& dev, float* dst, const void* src, DType src_type, int64_t n);
+// sum_i x_i^2 on the host, accumulated in double (the squared L2 norm, for clipping).
+double sum_squares(Device& dev, const float* x, int64_t n);
+
+#if SHARDLAB_WITH_CUDA
+namespace cuda {
+void fill_array(Device& dev, float* x, float value, int64_t n);
+void scale_array(Device& dev, float* x, float s, int64_t n);
+void axpy(Device& dev, float* y, float a, const float* x, int64_t n);
+void cast_from_f32(Device& dev, void* dst, DType dst_type, const float* src, int64_t n);
+void cast_to_f32(Device& dev, float* dst, const void* src, DType src_type, int64_t n);
+double sum_squares(Device& dev, const float* x, int64_t n);
+}  // namespace cuda
+#endif
+
+}  // namespace shardlab

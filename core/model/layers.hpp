@@ -1,0 +1,155 @@
+// Unit-level forward and backward of GPT-2, on device pointers (llm.c style: outputs first, then
+// what backward needs, then inputs, then sizes). A unit's parameters come as ONE flat pointer (the
+// unit's flat buffer laid out by unit_layout); views are computed inside. The FSDP engine gathers a
+// unit's flat buffer and calls these; GPT (gpt.hpp) calls them on one rank.
+//
+// Conventions:
+// - All tensors are fp32 device memory of the Device passed in; tokens and targets are int32
+//   device memory, shape (B, T), values in [0, V) (the CPU path checks and throws InvalidArgument).
+// - Parameter gradients ACCUMULATE (+=), so gradient accumulation over micro-batches works;
+//   callers zero them. Activation gradients (dx) are overwritten.
+// - Loss scale: head_forward returns the mean cross-entropy over the B*T positions; head_backward
+//   produces gradients of loss_scale * mean_loss. To accumulate over K micro-batches and get the
+//   gradient of the average loss, pass loss_scale = 1/K on each micro-batch (and scale further for
+//   data parallelism if the reduction sums instead of averaging).
+// - Saved activations are allocated under MemCategory::activations, scratch under
+//   MemCategory::workspace (allocated and freed inside each call), both through Device::alloc.
+#pragma once
+
+#include <cstdint>
+
+#include "core/device/device.hpp"
+#include "core/model/config.hpp"
+
+namespace shardlab {
+
+// ---- embedding (root unit): x = wte[tokens] + wpe[0..T) ------------------------------------
+
+void embedding_forward(Device& dev, const GPTConfig& cfg,
+                       float* x,                   // (B, T, C) out
+                       const int* tokens,          // (B, T)
+                       const float* root_params,   // root unit flat buffer
+                       int B, int T);
+
+void embedding_backward(Device& dev, const GPTConfig& cfg,
+                        float* droot_params,       // root unit flat grad, += (wte and wpe rows)
+                        const int* tokens,         // (B, T)
+                        const float* dx,           // (B, T, C)
+                        int B, int T);
+
+// ---- transformer block: y = r + mlp(ln_2(r)), r = x + attn(ln_1(x)) --------------------------
+
+// What one block's forward saves for backward, in one allocation under MemCategory::activations.
+// For activation checkpointing: release() frees it, allocate() takes it again (same shapes), and
+// running block_forward again refills it.
+class BlockActivations {
+ public:
+  BlockActivations() = default;
+  // Allocates immediately.
+  BlockActivations(Device& dev, const GPTConfig& cfg, int B, int T);
+  BlockActivations(BlockActivations&&) = default;
+  BlockActivations& operator=(BlockActivations&&) = default;
+
+  // Bytes one block saves for (cfg, B, T): 4 * (B*T*(15C + 4) + B*NH*T*T).
+  static int64_t bytes_for(const GPTConfig& cfg, int B, int T);
+
+  void allocate();  // no-op when already allocated; needs the constructor's device
+  void release();
+  bool allocated() const { return !buf_.empty(); }
+  int64_t bytes() const { return buf_.bytes(); }  // 0 when released
+  int B() const { return B_; }
+  int T() const { return T_; }
+
+  // Saved tensors (null when released).
+  float* ln1 = nullptr;       // (B, T, C)   ln_1 output
+  float* ln1_mean = nullptr;  // (B, T)
+  float* ln1_rstd = nullptr;  // (B, T)
+  float* qkv = nullptr;       // (B, T, 3C)  q | k | v, head h at columns [h*hs, (h+1)*hs) of each
+  float* att = nullptr;       // (B, NH, T, T) causal softmax probabilities (upper triangle 0)
+  float* atty = nullptr;      // (B, T, C)   attention output before c_proj
+  float* res2 = nullptr;      // (B, T, C)   x + attention branch (input of ln_2)
+  float* ln2 = nullptr;       // (B, T, C)
+  float* ln2_mean = nullptr;  // (B, T)
+  float* ln2_rstd = nullptr;  // (B, T)
+  float* fch = nullptr;       // (B, T, 4C)  c_fc output (GELU input)
+  float* fch_gelu = nullptr;  // (B, T, 4C)  GELU output (c_proj input)
+
+ private:
+  void set_views();
+  Device* dev_ = nullptr;
+  GPTConfig cfg_;
+  int B_ = 0, T_ = 0;
+  Buffer buf_;
+};
+
+// y may alias x when no backward follows (backward needs the original x).
+void block_forward(Device& dev, const GPTConfig& cfg,
+                   float* y,                  // (B, T, C) out
+                   BlockActivations& acts,    // filled; must be allocated for (B, T)
+                   const float* x,            // (B, T, C)
+                   const float* block_params, // block unit flat buffer
+                   int B, int T);
+
+// dx may alias dy (one residual-gradient buffer reused through the stack, as llm.c does).
+void block_backward(Device& dev, const GPTConfig& cfg,
+                    float* dx,                     // (B, T, C) out, overwritten
+                    float* dblock_params,          // block unit flat grad, +=
+                    const float* dy,               // (B, T, C)
+                    const BlockActivations& acts,  // from block_forward on this x
+                    const float* x,                // (B, T, C) the block's input
+                    const float* block_params,     // block unit flat buffer
+                    int B, int T);
+
+// ---- head (root unit): ln_f, logits = ln_f(x) @ wte^T (tied), softmax, cross-entropy ---------
+
+class HeadActivations {
+ public:
+  HeadActivations() = default;
+  HeadActivations(Device& dev, const GPTConfig& cfg, int B, int T);
+  HeadActivations(HeadActivations&&) = default;
+  HeadActivations& operator=(HeadActivations&&) = default;
+
+  // 4 * (B*T*(C + 3) + B*T*V).
+  static int64_t bytes_for(const GPTConfig& cfg, int B, int T);
+  void allocate();
+  void release();
+  bool allocated() const { return !buf_.empty(); }
+  int64_t bytes() const { return buf_.bytes(); }
+  int B() const { return B_; }
+  int T() const { return T_; }
+
+  float* lnf = nullptr;       // (B, T, C)
+  float* lnf_mean = nullptr;  // (B, T)
+  float* lnf_rstd = nullptr;  // (B, T)
+  float* probs = nullptr;     // (B, T, V) softmax of the logits
+  float* losses = nullptr;    // (B, T) per-position cross-entropy (0 when no targets)
+
+ private:
+  void set_views();
+  Device* dev_ = nullptr;
+  GPTConfig cfg_;
+  int B_ = 0, T_ = 0;
+  Buffer buf_;
+};
+
+// Returns the mean cross-entropy over B*T positions (copied to the host). With targets == nullptr
+// only probs are computed (inference) and the return value is 0.
+float head_forward(Device& dev, const GPTConfig& cfg,
+                   HeadActivations& acts,     // filled; must be allocated for (B, T)
+                   const float* x,            // (B, T, C) output of the last block
+                   const int* targets,        // (B, T) or nullptr
+                   const float* root_params,  // root unit flat buffer
+                   int B, int T);
+
+// Gradient of loss_scale * mean_loss: dx overwritten, droot_params += (wte via the tied head,
+// ln_f.weight, ln_f.bias). See the loss-scale note at the top of this file.
+void head_backward(Device& dev, const GPTConfig& cfg,
+                   float* dx,                    // (B, T, C) out, overwritten
+                   float* droot_params,          // root unit flat grad, +=
+                   const HeadActivations& acts,  // from head_forward with the same targets
+                   const float* x,               // (B, T, C)
+                   const int* targets,           // (B, T)
+                   const float* root_params,     // root unit flat buffer
+                   int B, int T, float loss_scale = 1.0f);
+
+}  // namespace shardlab
