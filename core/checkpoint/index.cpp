@@ -154,7 +154,8 @@ ojson index_to_json(const CheckpointIndex& index) {
   ojson j;
   j["format"] = kIndexFormat;
   j["version"] = kIndexVersion;
-  for (auto& [k, v] : meta_to_json(index.meta).items()) j[k] = v;
+  ojson meta = meta_to_json(index.meta);  // a named object: items() must not outlive it
+  for (auto& [k, v] : meta.items()) j[k] = v;
   j["dtype"] = "F32";
   j["states"] = index.states;
   ojson files = ojson::array();
