@@ -6,6 +6,8 @@
 // Softmax backward, per row: dS = P * (dP - sum_j P_j dP_j) (derivation in docs/model.md).
 #pragma once
 
+#include <math.h>  // expf, logf, sqrtf, tanhf: the C names exist on host and device alike
+
 #include "core/base/hd.hpp"
 #include "core/device/device.hpp"
 

@@ -2,6 +2,8 @@
 //   p = softmax(z),  loss = -log p[target],  dloss/dz = p - onehot(target).
 #pragma once
 
+#include <math.h>  // expf, logf, sqrtf, tanhf: the C names exist on host and device alike
+
 #include "core/base/hd.hpp"
 #include "core/device/device.hpp"
 

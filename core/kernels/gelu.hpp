@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include <math.h>  // expf, logf, sqrtf, tanhf: the C names exist on host and device alike
+
 #include "core/base/hd.hpp"
 #include "core/device/device.hpp"
 

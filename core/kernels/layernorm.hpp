@@ -4,6 +4,8 @@
 //   dx = rstd * (g - mean(g) - n * mean(g * n)),  dweight += dout * n,  dbias += dout.
 #pragma once
 
+#include <math.h>  // expf, logf, sqrtf, tanhf: the C names exist on host and device alike
+
 #include "core/base/hd.hpp"
 #include "core/device/device.hpp"
 

@@ -1,0 +1,83 @@
+// Causal self-attention: the softmax CPU loops, and forward/backward composed of gemm_batched
+// calls on strided per-head views of qkv (see attention.hpp for the layout).
+#include "core/kernels/attention.hpp"
+
+#include <cmath>
+
+namespace shardlab {
+
+void attention_softmax_forward(Device& dev, float* att, int BH, int T) {
+#if SHARDLAB_WITH_CUDA
+  if (dev.kind() == DeviceKind::cuda) return cuda::attention_softmax_forward(dev, att, BH, T);
+#endif
+  (void)dev;
+  for (int64_t r = 0; r < static_cast<int64_t>(BH) * T; ++r)
+    attention_softmax_row(att + r * T, static_cast<int>(r % T), T);
+}
+
+void attention_softmax_backward(Device& dev, float* dpre, const float* att, const float* datt,
+                                int BH, int T) {
+#if SHARDLAB_WITH_CUDA
+  if (dev.kind() == DeviceKind::cuda) return cuda::attention_softmax_backward(dev, dpre, att, datt, BH, T);
+#endif
+  (void)dev;
+  for (int64_t r = 0; r < static_cast<int64_t>(BH) * T; ++r)
+    attention_softmax_backward_row(dpre + r * T, att + r * T, datt + r * T,
+                                   static_cast<int>(r % T), T);
+}
+
+void attention_forward(Device& dev, float* out, float* att, const float* qkv, int B, int T, int C,
+                       int NH) {
+  const int hs = C / NH;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const int64_t tt = static_cast<int64_t>(T) * T;
+  for (int b = 0; b < B; ++b) {
+    const float* q = qkv + static_cast<int64_t>(b) * T * 3 * C;  // head h at q + h*hs, rows 3C apart
+    const float* k = q + C;
+    float* att_b = att + b * NH * tt;
+    // S_h (T, T) = scale * Q_h (T, hs) @ K_h^T
+    dev.gemm_batched(false, true, T, T, hs, scale, q, 3 * C, hs, k, 3 * C, hs, 0.0f, att_b, T, tt,
+                     NH);
+  }
+  attention_softmax_forward(dev, att, B * NH, T);
+  for (int b = 0; b < B; ++b) {
+    const float* v = qkv + static_cast<int64_t>(b) * T * 3 * C + 2 * C;
+    // out_h (T, hs) = P_h (T, T) @ V_h (T, hs), written into columns [h*hs, (h+1)*hs) of out
+    dev.gemm_batched(false, false, T, hs, T, 1.0f, att + b * NH * tt, T, tt, v, 3 * C, hs, 0.0f,
+                     out + static_cast<int64_t>(b) * T * C, C, hs, NH);
+  }
+}
+
+void attention_backward(Device& dev, float* dqkv, const float* dout, const float* qkv,
+                        const float* att, int B, int T, int C, int NH) {
+  const int hs = C / NH;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const int64_t tt = static_cast<int64_t>(T) * T;
+  Buffer scratch = dev.alloc(NH * tt * 4, MemCategory::workspace);
+  float* datt = scratch.f32();  // (NH, T, T): dP, then dS in place
+  for (int b = 0; b < B; ++b) {
+    const int64_t off = static_cast<int64_t>(b) * T * 3 * C;
+    const float* q = qkv + off;
+    const float* k = q + C;
+    const float* v = q + 2 * C;
+    float* dq = dqkv + off;
+    float* dk = dq + C;
+    float* dv = dq + 2 * C;
+    const float* dout_b = dout + static_cast<int64_t>(b) * T * C;
+    const float* att_b = att + b * NH * tt;
+    // dP_h (T, T) = dout_h (T, hs) @ V_h^T
+    dev.gemm_batched(false, true, T, T, hs, 1.0f, dout_b, C, hs, v, 3 * C, hs, 0.0f, datt, T, tt,
+                     NH);
+    // dV_h (T, hs) = P_h^T @ dout_h
+    dev.gemm_batched(true, false, T, hs, T, 1.0f, att_b, T, tt, dout_b, C, hs, 0.0f, dv, 3 * C, hs,
+                     NH);
+    attention_softmax_backward(dev, datt, att_b, datt, NH, T);
+    // S = scale Q K^T:  dQ_h = scale dS_h @ K_h,  dK_h = scale dS_h^T @ Q_h
+    dev.gemm_batched(false, false, T, hs, T, scale, datt, T, tt, k, 3 * C, hs, 0.0f, dq, 3 * C, hs,
+                     NH);
+    dev.gemm_batched(true, false, T, hs, T, scale, datt, T, tt, q, 3 * C, hs, 0.0f, dk, 3 * C, hs,
+                     NH);
+  }
+}
+
+}  // namespace shardlab

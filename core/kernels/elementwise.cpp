@@ -1,0 +1,56 @@
+// CPU loops of the element-wise array kernels.
+#include "core/kernels/elementwise.hpp"
+
+namespace shardlab {
+
+void fill_array(Device& dev, float* x, float value, int64_t n) {
+#if SHARDLAB_WITH_CUDA
+  if (dev.kind() == DeviceKind::cuda) return cuda::fill_array(dev, x, value, n);
+#endif
+  (void)dev;
+  for (int64_t i = 0; i < n; ++i) x[i] = value;
+}
+
+void scale_array(Device& dev, float* x, float s, int64_t n) {
+#if SHARDLAB_WITH_CUDA
+  if (dev.kind() == DeviceKind::cuda) return cuda::scale_array(dev, x, s, n);
+#endif
+  (void)dev;
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+void axpy(Device& dev, float* y, float a, const float* x, int64_t n) {
+#if SHARDLAB_WITH_CUDA
+  if (dev.kind() == DeviceKind::cuda) return cuda::axpy(dev, y, a, x, n);
+#endif
+  (void)dev;
+  for (int64_t i = 0; i < n; ++i) y[i] = axpy_elem(y[i], a, x[i]);
+}
+
+void cast_from_f32(Device& dev, void* dst, DType dst_type, const float* src, int64_t n) {
+#if SHARDLAB_WITH_CUDA
+  if (dev.kind() == DeviceKind::cuda) return cuda::cast_from_f32(dev, dst, dst_type, src, n);
+#endif
+  if (dst_type == DType::f32) return dev.copy(dst, src, n * 4);
+  for (int64_t i = 0; i < n; ++i) store_from_f32(dst, static_cast<size_t>(i), dst_type, src[i]);
+}
+
+void cast_to_f32(Device& dev, float* dst, const void* src, DType src_type, int64_t n) {
+#if SHARDLAB_WITH_CUDA
+  if (dev.kind() == DeviceKind::cuda) return cuda::cast_to_f32(dev, dst, src, src_type, n);
+#endif
+  if (src_type == DType::f32) return dev.copy(dst, src, n * 4);
+  for (int64_t i = 0; i < n; ++i) dst[i] = load_as_f32(src, static_cast<size_t>(i), src_type);
+}
+
+double sum_squares(Device& dev, const float* x, int64_t n) {
+#if SHARDLAB_WITH_CUDA
+  if (dev.kind() == DeviceKind::cuda) return cuda::sum_squares(dev, x, n);
+#endif
+  (void)dev;
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
+}  // namespace shardlab

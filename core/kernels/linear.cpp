@@ -1,0 +1,28 @@
+// Linear layer from Device::gemm plus the bias kernels (device-agnostic).
+#include "core/kernels/linear.hpp"
+
+#include "core/kernels/residual.hpp"
+
+namespace shardlab {
+
+void linear_forward(Device& dev, float* out, const float* inp, const float* weight,
+                    const float* bias, int N, int IC, int OC, bool accumulate) {
+  // Bias first, then the product added on top (beta 1): no temporary for the fused residual.
+  float beta = 1.0f;
+  if (bias)
+    bias_broadcast(dev, out, bias, N, OC, accumulate);
+  else if (!accumulate)
+    beta = 0.0f;
+  dev.gemm(false, false, N, OC, IC, 1.0f, inp, IC, weight, OC, beta, out, OC);
+}
+
+void linear_backward(Device& dev, float* dinp, float* dweight, float* dbias, const float* dout,
+                     const float* inp, const float* weight, int N, int IC, int OC) {
+  if (dinp)  // (N, IC) = (N, OC) @ (IC, OC)^T
+    dev.gemm(false, true, N, IC, OC, 1.0f, dout, OC, weight, OC, 0.0f, dinp, IC);
+  // (IC, OC) += (N, IC)^T @ (N, OC)
+  dev.gemm(true, false, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dweight, OC);
+  if (dbias) bias_backward(dev, dbias, dout, N, OC);
+}
+
+}  // namespace shardlab

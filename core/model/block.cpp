@@ -1,0 +1,73 @@
+// Transformer block forward and backward (pre-LayerNorm, GPT-2):
+//   r = x + c_proj(attn(c_attn(ln_1(x)))),  y = r + mlp.c_proj(gelu(mlp.c_fc(ln_2(r))))
+#include "core/base/error.hpp"
+#include "core/kernels/attention.hpp"
+#include "core/kernels/gelu.hpp"
+#include "core/kernels/layernorm.hpp"
+#include "core/kernels/linear.hpp"
+#include "core/model/layers.hpp"
+#include "core/model/params.hpp"
+
+namespace shardlab {
+
+namespace {
+void check_acts(const BlockActivations& acts, int B, int T, const char* fn) {
+  SL_CHECK(acts.allocated(), fn, ": block activations are not allocated");
+  SL_CHECK(acts.B() == B && acts.T() == T, fn, ": activations are for B ", acts.B(), " T ",
+           acts.T(), ", called with B ", B, " T ", T);
+}
+}  // namespace
+
+void block_forward(Device& dev, const GPTConfig& cfg, float* y, BlockActivations& acts,
+                   const float* x, const float* block_params, int B, int T) {
+  check_acts(acts, B, T, "block_forward");
+  const int N = B * T, C = cfg.n_embd;
+  const int64_t nc_bytes = static_cast<int64_t>(N) * C * 4;
+  auto p = block_views(cfg, block_params);
+
+  // attention branch
+  layernorm_forward(dev, acts.ln1, acts.ln1_mean, acts.ln1_rstd, x, p.ln1_w, p.ln1_b, N, C);
+  linear_forward(dev, acts.qkv, acts.ln1, p.qkv_w, p.qkv_b, N, C, 3 * C);
+  attention_forward(dev, acts.atty, acts.att, acts.qkv, B, T, C, cfg.n_head);
+  dev.copy(acts.res2, x, nc_bytes);  // the residual, then c_proj accumulated on top
+  linear_forward(dev, acts.res2, acts.atty, p.attproj_w, p.attproj_b, N, C, C, true);
+
+  // MLP branch
+  layernorm_forward(dev, acts.ln2, acts.ln2_mean, acts.ln2_rstd, acts.res2, p.ln2_w, p.ln2_b, N, C);
+  linear_forward(dev, acts.fch, acts.ln2, p.fc_w, p.fc_b, N, C, 4 * C);
+  gelu_forward(dev, acts.fch_gelu, acts.fch, static_cast<int64_t>(N) * 4 * C);
+  dev.copy(y, acts.res2, nc_bytes);
+  linear_forward(dev, y, acts.fch_gelu, p.fcproj_w, p.fcproj_b, N, 4 * C, C, true);
+}
+
+void block_backward(Device& dev, const GPTConfig& cfg, float* dx, float* dblock_params,
+                    const float* dy, const BlockActivations& acts, const float* x,
+                    const float* block_params, int B, int T) {
+  check_acts(acts, B, T, "block_backward");
+  const int N = B * T, C = cfg.n_embd;
+  const int64_t nc = static_cast<int64_t>(N) * C;
+  auto p = block_views(cfg, block_params);
+  auto d = block_views(cfg, dblock_params);
+  // Scratch: wide (N, 4C) holds dfch, later dqkv; narrow (N, C) holds dln2, datty, dln1 in turn.
+  Buffer wide_buf = dev.alloc(nc * 4 * 4, MemCategory::workspace);
+  Buffer narrow_buf = dev.alloc(nc * 4, MemCategory::workspace);
+  float* wide = wide_buf.f32();
+  float* narrow = narrow_buf.f32();
+
+  // MLP branch: every read of dy happens before dx (which may alias it) is written.
+  linear_backward(dev, wide, d.fcproj_w, d.fcproj_b, dy, acts.fch_gelu, p.fcproj_w, N, 4 * C, C);
+  gelu_backward(dev, wide, acts.fch, wide, nc * 4);
+  linear_backward(dev, narrow, d.fc_w, d.fc_b, wide, acts.ln2, p.fc_w, N, C, 4 * C);
+  if (dx != dy) dev.copy(dx, dy, nc * 4);  // residual path
+  layernorm_backward(dev, dx, d.ln2_w, d.ln2_b, narrow, acts.res2, p.ln2_w, acts.ln2_mean,
+                     acts.ln2_rstd, N, C);
+
+  // attention branch: dx now holds dL/dr
+  linear_backward(dev, narrow, d.attproj_w, d.attproj_b, dx, acts.atty, p.attproj_w, N, C, C);
+  attention_backward(dev, wide, narrow, acts.qkv, acts.att, B, T, C, cfg.n_head);
+  linear_backward(dev, narrow, d.qkv_w, d.qkv_b, wide, acts.ln1, p.qkv_w, N, C, 3 * C);
+  layernorm_backward(dev, dx, d.ln1_w, d.ln1_b, narrow, x, p.ln1_w, acts.ln1_mean, acts.ln1_rstd,
+                     N, C);
+}
+
+}  // namespace shardlab

@@ -1,0 +1,71 @@
+// GPTConfig: presets, validation and the parameter count.
+#include "core/model/config.hpp"
+
+#include <sstream>
+
+#include "core/base/error.hpp"
+
+namespace shardlab {
+
+namespace {
+struct Preset {
+  const char* name;
+  GPTConfig cfg;
+};
+// {vocab_size, max_seq_len, n_layer, n_head, n_embd}
+const Preset kPresets[] = {
+    {"tiny", {256, 64, 2, 2, 64}},
+    {"small", {256, 256, 4, 4, 256}},
+    {"medium", {256, 512, 8, 8, 512}},
+    {"gpt2", {50257, 1024, 12, 12, 768}},
+};
+
+std::string with_commas(int64_t n) {
+  std::string s = std::to_string(n);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+}  // namespace
+
+GPTConfig GPTConfig::preset(const std::string& name) {
+  for (const Preset& p : kPresets)
+    if (name == p.name) return p.cfg;
+  std::string known;
+  for (const Preset& p : kPresets) known += std::string(known.empty() ? "" : ", ") + p.name;
+  SL_THROW(InvalidArgument, "GPTConfig: unknown preset '", name, "' (known: ", known, ")");
+}
+
+std::vector<std::string> GPTConfig::preset_names() {
+  std::vector<std::string> names;
+  for (const Preset& p : kPresets) names.emplace_back(p.name);
+  return names;
+}
+
+void GPTConfig::validate() const {
+  const std::pair<const char*, int> positive[] = {{"vocab_size", vocab_size},
+                                                  {"max_seq_len", max_seq_len},
+                                                  {"n_layer", n_layer},
+                                                  {"n_head", n_head},
+                                                  {"n_embd", n_embd}};
+  for (const auto& [field, value] : positive)
+    if (value <= 0) SL_THROW(InvalidArgument, "GPTConfig: ", field, " ", value, " must be positive");
+  if (n_embd % n_head != 0)
+    SL_THROW(InvalidArgument, "GPTConfig: n_head ", n_head, " does not divide n_embd ", n_embd);
+}
+
+int64_t GPTConfig::num_params() const {
+  const int64_t C = n_embd;
+  const int64_t root = static_cast<int64_t>(vocab_size) * C + static_cast<int64_t>(max_seq_len) * C + 2 * C;
+  // ln_1, ln_2: 4C; c_attn: 3C^2 + 3C; attn c_proj: C^2 + C; c_fc: 4C^2 + 4C; mlp c_proj: 4C^2 + C
+  const int64_t block = 12 * C * C + 13 * C;
+  return root + n_layer * block;
+}
+
+std::string GPTConfig::describe() const {
+  std::ostringstream os;
+  os << "V=" << vocab_size << " T=" << max_seq_len << " L=" << n_layer << " NH=" << n_head
+     << " C=" << n_embd << " (" << with_commas(num_params()) << " params)";
+  return os.str();
+}
+
+}  // namespace shardlab
