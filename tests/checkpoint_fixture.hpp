@@ -1,5 +1,6 @@
-// Shared by tests/checkpoint_*_test.cpp: ranks as threads with an abortable barrier, a tiny GPT's
-// unit layouts, and per-rank shards cut from a reference "full" state (what an engine would hold).
+// Shared by tests/checkpoint_*_test.cpp: ranks as threads with an abortable barrier, a tiny GPT
+// (the model's unit_layout and init_unit), and per-rank shards cut from a reference "full" state
+// (what an engine would hold).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -101,42 +102,14 @@ inline GPTConfig tiny_config() {
   return c;
 }
 
-// The model's unit layout, as core/model/params.hpp documents it.
-inline UnitLayout layout_of(const GPTConfig& cfg, int unit) {
-  const int64_t C = cfg.n_embd, V = cfg.vocab_size, T = cfg.max_seq_len;
-  std::vector<std::pair<std::string, std::vector<int64_t>>> e;
-  if (unit == 0) {
-    e = {{"wte.weight", {V, C}}, {"wpe.weight", {T, C}}, {"ln_f.weight", {C}}, {"ln_f.bias", {C}}};
-  } else {
-    std::string h = "h." + std::to_string(unit - 1) + ".";
-    e = {{h + "ln_1.weight", {C}},        {h + "ln_1.bias", {C}},
-         {h + "attn.c_attn.weight", {C, 3 * C}}, {h + "attn.c_attn.bias", {3 * C}},
-         {h + "attn.c_proj.weight", {C, C}},     {h + "attn.c_proj.bias", {C}},
-         {h + "ln_2.weight", {C}},        {h + "ln_2.bias", {C}},
-         {h + "mlp.c_fc.weight", {C, 4 * C}},    {h + "mlp.c_fc.bias", {4 * C}},
-         {h + "mlp.c_proj.weight", {4 * C, C}},  {h + "mlp.c_proj.bias", {C}}};
-  }
-  UnitLayout l;
-  for (auto& [name, shape] : e) {
-    ParamEntry p;
-    p.name = name;
-    p.shape = shape;
-    p.numel = 1;
-    for (int64_t d : shape) p.numel *= d;
-    p.offset = l.numel;
-    l.numel += p.numel;
-    l.entries.push_back(p);
-  }
-  return l;
-}
-
 inline const std::vector<std::string>& all_states() {
   static const std::vector<std::string> s = {kStateParams, kStateExpAvg, kStateExpAvgSq};
   return s;
 }
 
-// Every unit's unpadded flat buffer for every state: distinct, arbitrary finite bit patterns, so
-// a misplaced or rounded element cannot go unnoticed.
+// Every unit's unpadded flat buffer for every state: params from the model's own initialisation
+// (init_unit), Adam's m and v arbitrary finite bit patterns, so a misplaced or rounded element
+// cannot go unnoticed.
 struct FullState {
   GPTConfig cfg;
   std::vector<UnitLayout> layouts;
@@ -146,11 +119,16 @@ struct FullState {
 inline FullState make_full_state(const GPTConfig& cfg, uint64_t seed) {
   FullState s;
   s.cfg = cfg;
-  for (int u = 0; u < cfg.n_layer + 1; ++u) s.layouts.push_back(layout_of(cfg, u));
+  for (int u = 0; u < num_units(cfg); ++u) s.layouts.push_back(unit_layout(cfg, u));
   std::mt19937_64 rng(seed);
   for (const auto& st : all_states())
-    for (const auto& l : s.layouts) {
-      std::vector<float> v(static_cast<size_t>(l.numel));
+    for (int u = 0; u < num_units(cfg); ++u) {
+      std::vector<float> v(static_cast<size_t>(s.layouts[u].numel));
+      if (st == kStateParams) {
+        init_unit(cfg, u, seed, v.data());
+        s.data[st].push_back(std::move(v));
+        continue;
+      }
       for (auto& x : v) {
         uint32_t bits = static_cast<uint32_t>(rng());
         bits = (bits & 0x807fffffu) | ((0x70u + (bits >> 23) % 16u) << 23);  // finite, varied
