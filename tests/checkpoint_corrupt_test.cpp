@@ -50,6 +50,7 @@ void overwrite(const std::string& path, const std::string& text) {
 
 TEST(CheckpointCrc32c, KnownValuesAndSlicingAgreesWithBitwise) {
   EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);  // the standard check value (RFC 3720)
+  EXPECT_EQ(crc32c_extend_portable(0, "123456789", 9), 0xE3069283u);
   EXPECT_EQ(crc32c("", 0), 0u);
   std::string zeros(32, '\0');
   EXPECT_EQ(crc32c(zeros.data(), 32), 0x8A9136AAu);  // RFC 3720 B.4: 32 bytes of zeros
@@ -66,6 +67,7 @@ TEST(CheckpointCrc32c, KnownValuesAndSlicingAgreesWithBitwise) {
         for (int k = 0; k < 8; ++k) c = (c & 1u) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
       }
       ASSERT_EQ(crc32c(data.data() + start, n), ~c) << "start " << start << " n " << n;
+      ASSERT_EQ(crc32c_extend_portable(0, data.data() + start, n), ~c) << "start " << start;
       ASSERT_EQ(crc32c_extend(crc32c(data.data() + start, n / 2), data.data() + start + n / 2,
                               n - n / 2),
                 ~c);
