@@ -22,7 +22,7 @@
 #include "core/checkpoint/gpt_checkpoint.hpp"
 #include "core/checkpoint/load.hpp"
 #include "core/checkpoint/save.hpp"
-#include "core/checkpoint/unit_shard.hpp"
+#include "core/checkpoint/ckpt_shard.hpp"
 #include "core/model/config.hpp"
 #include "core/model/params.hpp"
 
@@ -142,7 +142,7 @@ inline FullState make_full_state(const GPTConfig& cfg, uint64_t seed) {
 // What one rank holds: per unit and state, its range of the padded buffer.
 struct RankHolding {
   std::vector<std::map<std::string, std::vector<float>>> buffers;  // unit -> state -> values
-  std::vector<UnitShard> shards;
+  std::vector<CkptShard> shards;
 };
 
 // Rank r's holding under `group` ranks sharing each unit (padding to a multiple of group);
@@ -154,7 +154,7 @@ inline RankHolding make_holding(const FullState& full, int r, int group, bool fu
   int n = static_cast<int>(full.layouts.size());
   h.buffers.resize(n);
   for (int u = 0; u < n; ++u) {
-    UnitShard s;
+    CkptShard s;
     s.unit = u;
     s.tensors = unit_tensors(full.layouts[u]);
     s.padded_numel = padded_size(full.layouts[u].numel, group);
@@ -185,7 +185,7 @@ inline RankHolding make_holding(const FullState& full, int r, int group, bool fu
 inline void expect_holding_matches(const FullState& full, const RankHolding& h,
                                    const std::string& what) {
   for (size_t u = 0; u < h.shards.size(); ++u) {
-    const UnitShard& s = h.shards[u];
+    const CkptShard& s = h.shards[u];
     for (const auto& [st, ptr] : s.states) {
       const auto& src = full.data.at(st)[u];
       int64_t bad = 0;
@@ -216,9 +216,8 @@ inline std::string save_as(const FullState& full, const std::string& root, int64
   std::string out;
   std::mutex mu;
   run_ranks(world, [&](const CkptSync& sync) {
-    // no_shard: every rank holds everything, rank 0 writes it.
-    RankHolding h = make_holding(full, sync.rank, world, full_range, true,
-                                 !full_range || sync.rank == 0);
+    // no_shard: every rank holds everything and offers it; the save writes it once.
+    RankHolding h = make_holding(full, sync.rank, world, full_range, true);
     std::string dir = save_checkpoint(root, h.shards, make_meta(full.cfg, step,
                                       full_range ? "no_shard" : "full_shard"),
                                       sync, {{"rank", sync.rank}}, opt);

@@ -1,6 +1,6 @@
 // Sharded save and resharding load: a checkpoint saved by 4 ranks (full_shard, padding to a
 // multiple of 4) loads bit-identically on 1, 2, 3 and 8 ranks with their own padding, and under
-// another strategy (no_shard); replicas write nothing twice.
+// another strategy (no_shard); elements held by several ranks (replicas) are written once.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -69,20 +69,59 @@ TEST(CheckpointReshard, NoShardSaveWritesOnceAndLoadsSharded) {
   load_and_check(full, dir, 3, false, 3);
 }
 
-TEST(CheckpointReshard, ReplicasWritingTwiceIsAnError) {
+TEST(CheckpointReshard, HybridReplicaGroupsWriteOnce) {
+  // hybrid_shard over 4 ranks in groups of 2: ranks 0 and 2 hold shard 0, ranks 1 and 3 shard 1.
   FullState full = make_full_state(tiny_config(), 5);
-  std::string root = scratch_dir("twice");
+  std::string root = scratch_dir("hybrid");
+  run_ranks(4, [&](const CkptSync& sync) {
+    RankHolding h = make_holding(full, sync.rank % 2, 2, false, true);
+    save_checkpoint(root, h.shards, make_meta(full.cfg, 1, "hybrid_shard"), sync);
+  });
+  CheckpointIndex ix = read_index(root + "/step-1");
+  EXPECT_GT(ix.files[0].bytes, 0);
+  EXPECT_GT(ix.files[1].bytes, 0);
+  EXPECT_EQ(ix.files[2].bytes, 0);  // the second replica group wrote nothing
+  EXPECT_EQ(ix.files[3].bytes, 0);
+  load_and_check(full, root, 3, false, 1);
+}
+
+TEST(CheckpointReshard, OverlappingRangesAreWrittenByTheLowestRank) {
+  // Uneven, overlapping ranges (rank 1 also holds the tail of rank 0's range).
+  FullState full = make_full_state(tiny_config(), 6);
+  std::string root = scratch_dir("overlap");
+  run_ranks(2, [&](const CkptSync& sync) {
+    RankHolding h = make_holding(full, 0, 1, /*full_range=*/true, true);
+    for (auto& u : h.shards) {
+      int64_t cut = u.padded_numel / 2;
+      int64_t b = sync.rank == 0 ? 0 : cut - 7, e = sync.rank == 0 ? cut : u.padded_numel;
+      for (auto& [st, p] : u.states) p += b;
+      u.begin = b;
+      u.end = e;
+    }
+    save_checkpoint(root, h.shards, make_meta(full.cfg, 2, "custom"), sync);
+  });
+  CheckpointIndex ix = read_index(root + "/step-2");
+  int64_t params = tiny_config().num_params();
+  EXPECT_EQ(ix.files[0].bytes + ix.files[1].bytes, params * 4 * 3);
+  load_and_check(full, root, 2, false, 2);
+}
+
+TEST(CheckpointReshard, ElementsNobodyWritesAreAnError) {
+  FullState full = make_full_state(tiny_config(), 5);
+  std::string root = scratch_dir("nobody");
   try {
     run_ranks(2, [&](const CkptSync& sync) {
-      RankHolding h = make_holding(full, sync.rank, 2, /*full_range=*/true, true, /*write=*/true);
-      save_checkpoint(root, h.shards, make_meta(full.cfg, 1, "no_shard"), sync);
+      RankHolding h = make_holding(full, sync.rank, 2, false, true);
+      if (sync.rank == 1) h.shards[0].write = false;  // unit 0's second half goes unwritten
+      save_checkpoint(root, h.shards, make_meta(full.cfg, 1, "full_shard"), sync);
     });
     FAIL() << "no throw";
   } catch (const InvalidArgument& e) {
     std::string m = e.what();
-    EXPECT_NE(m.find("tensor wte.weight state exp_avg: elements [0, 384) are stored twice"),
+    // Unit 0 (504 elements) splits at 252: wte.weight [0, 384) lacks [252, 384).
+    EXPECT_NE(m.find("tensor wte.weight state exp_avg: elements [252, 384) are missing"),
               std::string::npos) << m;
-    EXPECT_NE(m.find("UnitShard::write"), std::string::npos) << m;
+    EXPECT_NE(m.find("CkptShard::write = true"), std::string::npos) << m;
   }
   EXPECT_FALSE(path_exists(root + "/step-1"));
   EXPECT_FALSE(path_exists(root + "/latest"));

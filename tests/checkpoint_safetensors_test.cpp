@@ -200,7 +200,7 @@ TEST(CheckpointSafetensors, ReadsAFileWrittenByAnotherTool) {
   for (int r = 0; r < 3; ++r) {
     RankHolding h = make_holding(shapes, r, 3, false, false);
     EXPECT_EQ(load_safetensors_into(path, h.shards), 4 + 12);
-    for (const UnitShard& u : h.shards) {
+    for (const CkptShard& u : h.shards) {
       const float* p = u.states.at(kStateParams);
       for (const CkptTensor& t : u.tensors) {
         size_t k = 0;

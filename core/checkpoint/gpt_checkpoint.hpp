@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/checkpoint/unit_shard.hpp"
+#include "core/checkpoint/ckpt_shard.hpp"
 #include "core/model/config.hpp"
 #include "core/model/params.hpp"
 

@@ -51,14 +51,14 @@ int export_safetensors(const std::string& ckpt_path, const std::string& out_path
   return static_cast<int>(ix.tensors.size());
 }
 
-int load_safetensors_into(const std::string& path, const std::vector<UnitShard>& shards,
+int load_safetensors_into(const std::string& path, const std::vector<CkptShard>& shards,
                           const SafetensorsImportOptions& opt) {
   SafetensorsFile file(path);
   std::set<std::string> used;
   // Resolve every tensor first: nothing is written unless the whole model matches.
   std::vector<std::vector<const SafetensorsEntry*>> match(shards.size());
   for (size_t ui = 0; ui < shards.size(); ++ui) {
-    const UnitShard& u = shards[ui];
+    const CkptShard& u = shards[ui];
     SL_CHECK(u.states.count(opt.state), "safetensors import: unit ", u.unit, " has no state ",
              opt.state);
     SL_CHECK(u.begin >= 0 && u.begin <= u.end && u.end <= u.padded_numel,
@@ -89,7 +89,7 @@ int load_safetensors_into(const std::string& path, const std::vector<UnitShard>&
 
   int read = 0;
   for (size_t ui = 0; ui < shards.size(); ++ui) {
-    const UnitShard& u = shards[ui];
+    const CkptShard& u = shards[ui];
     float* dst = u.states.at(opt.state);
     if (u.end > u.begin) std::memset(dst, 0, static_cast<size_t>(u.end - u.begin) * 4);
     for (size_t ti = 0; ti < u.tensors.size(); ++ti) {

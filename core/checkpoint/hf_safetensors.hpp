@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/base/dtype.hpp"
-#include "core/checkpoint/unit_shard.hpp"
+#include "core/checkpoint/ckpt_shard.hpp"
 
 namespace shardlab {
 
@@ -33,7 +33,7 @@ struct SafetensorsImportOptions {
 // the file, matching the shards' tensor names (with or without "transformer.") and shapes.
 // InvalidArgument naming the file and tensor when one is missing or mis-shaped, or (unless
 // allow_unused) when the file holds a tensor the model does not. Returns the tensors read.
-int load_safetensors_into(const std::string& path, const std::vector<UnitShard>& shards,
+int load_safetensors_into(const std::string& path, const std::vector<CkptShard>& shards,
                           const SafetensorsImportOptions& options = {});
 
 }  // namespace shardlab

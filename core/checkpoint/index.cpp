@@ -316,8 +316,7 @@ CheckpointIndex merge_manifests(const std::vector<RankManifest>& manifests,
       std::string problem = tiling_problem(t, state, chunks);
       if (!problem.empty())
         SL_THROW(InvalidArgument, "checkpoint save: ", problem,
-                 " (each element must be written by exactly one rank: set UnitShard::write = "
-                 "false on replicas)");
+                 " (every element must be held by some rank with CkptShard::write = true)");
     }
   }
   return ix;

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/checkpoint/unit_shard.hpp"
+#include "core/checkpoint/ckpt_shard.hpp"
 
 namespace shardlab {
 

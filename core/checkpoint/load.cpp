@@ -126,7 +126,7 @@ std::vector<std::string> CheckpointReader::verify_all() {
 
 // ---- load
 
-CheckpointMeta load_checkpoint(const std::string& path, const std::vector<UnitShard>& shards,
+CheckpointMeta load_checkpoint(const std::string& path, const std::vector<CkptShard>& shards,
                                const LoadOptions& opt) {
   CheckpointReader reader(path, opt.verify_checksums);
   const CheckpointIndex& ix = reader.index();

@@ -12,7 +12,7 @@
 
 #include "core/checkpoint/file_io.hpp"
 #include "core/checkpoint/index.hpp"
-#include "core/checkpoint/unit_shard.hpp"
+#include "core/checkpoint/ckpt_shard.hpp"
 
 namespace shardlab {
 
@@ -31,7 +31,7 @@ std::string resolve_checkpoint(const std::string& path);
 // Fills every state of every shard ([begin, end) of its flat buffer; padding and gaps become 0)
 // and returns the metadata. The shards' states must be among the saved ones (a subset is fine:
 // loading only "params" from a full checkpoint works).
-CheckpointMeta load_checkpoint(const std::string& path, const std::vector<UnitShard>& shards,
+CheckpointMeta load_checkpoint(const std::string& path, const std::vector<CkptShard>& shards,
                                const LoadOptions& options = {});
 
 // Random access to a checkpoint's tensors: opens shard files lazily (checking their sizes against

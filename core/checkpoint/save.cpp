@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "core/base/error.hpp"
 #include "core/checkpoint/crc32c.hpp"
@@ -23,6 +24,60 @@ const char* kLatestFile = "latest";
 std::string step_name(int64_t step) { return "step-" + std::to_string(step); }
 std::string shard_file(int rank) { return "shard-" + std::to_string(rank) + ".bin"; }
 std::string manifest_file(int rank) { return "shard-" + std::to_string(rank) + ".json"; }
+std::string ranges_file(int rank) { return "shard-" + std::to_string(rank) + ".ranges.json"; }
+
+using Interval = std::pair<int64_t, int64_t>;  // [first, second)
+
+// The parts of [begin, end) that no interval of `taken` covers.
+std::vector<Interval> subtract(int64_t begin, int64_t end, std::vector<Interval> taken) {
+  std::sort(taken.begin(), taken.end());
+  std::vector<Interval> out;
+  int64_t pos = begin;
+  for (const auto& [b, e] : taken) {
+    if (e <= pos || b >= end) continue;
+    if (b > pos) out.push_back({pos, b});
+    pos = std::max(pos, e);
+    if (pos >= end) break;
+  }
+  if (pos < end) out.push_back({pos, end});
+  return out;
+}
+
+// Each rank announces the ranges it offers; returns, per unit index of `shards`, the intervals
+// this rank writes: its range minus what lower ranks offer (the lowest holder writes).
+std::vector<std::vector<Interval>> owned_intervals(const std::string& dir,
+                                                   const std::vector<CkptShard>& shards,
+                                                   int rank, int world,
+                                                   const std::function<void()>& barrier) {
+  std::vector<std::vector<Interval>> owned(shards.size());
+  for (size_t i = 0; i < shards.size(); ++i)
+    if (shards[i].write) owned[i] = {{shards[i].begin, shards[i].end}};
+  if (world == 1) return owned;
+  json mine = json::array();
+  for (const auto& u : shards)
+    if (u.write) mine.push_back({u.unit, u.begin, u.end});
+  {
+    FileHandle f = FileHandle::create(join_path(dir, ranges_file(rank)));
+    std::string text = mine.dump();
+    f.write_all(text.data(), static_cast<int64_t>(text.size()));
+    f.close();
+  }
+  barrier();
+  std::map<int, std::vector<Interval>> lower;  // unit -> ranges offered by ranks below this one
+  for (int r = 0; r < rank; ++r) {
+    std::string path = join_path(dir, ranges_file(r));
+    try {
+      for (const auto& e : json::parse(read_text_file(path)))
+        lower[e.at(0).get<int>()].push_back({e.at(1).get<int64_t>(), e.at(2).get<int64_t>()});
+    } catch (const json::exception& e) {
+      SL_THROW(IoError, path, ": unreadable: ", e.what());
+    }
+  }
+  for (size_t i = 0; i < shards.size(); ++i)
+    if (shards[i].write)
+      owned[i] = subtract(shards[i].begin, shards[i].end, lower[shards[i].unit]);
+  return owned;
+}
 
 // Shard files store floats as the host lays them out; the format says little-endian.
 void check_little_endian() {
@@ -32,7 +87,7 @@ void check_little_endian() {
   SL_CHECK(b == 1, "checkpoints are little-endian; this host is not");
 }
 
-void check_shard(const UnitShard& u, int rank) {
+void check_shard(const CkptShard& u, int rank) {
   SL_CHECK(u.begin >= 0 && u.begin <= u.end && u.end <= u.padded_numel, "checkpoint: unit ",
            u.unit, " on rank ", rank, ": range [", u.begin, ", ", u.end,
            ") is not inside the padded buffer of ", u.padded_numel);
@@ -57,8 +112,10 @@ int64_t published_step(const std::string& name) {
   return std::stoll(name.substr(5));
 }
 
-// Writes this rank's shard file and manifest into `dir`; returns nothing, throws on failure.
-void write_rank_files(const std::string& dir, const std::vector<UnitShard>& shards, int rank,
+// Writes this rank's shard file and manifest into `dir`: for each unit, the parts of `owned[i]`
+// that each tensor covers.
+void write_rank_files(const std::string& dir, const std::vector<CkptShard>& shards,
+                      const std::vector<std::vector<Interval>>& owned, int rank,
                       const json& rank_state, bool do_fsync) {
   RankManifest m;
   m.rank = rank;
@@ -74,8 +131,8 @@ void write_rank_files(const std::string& dir, const std::vector<UnitShard>& shar
 
   FileHandle f = FileHandle::create(join_path(dir, m.file.name));
   int64_t offset = 0;
-  for (const auto& u : shards) {
-    check_shard(u, rank);
+  for (size_t ui = 0; ui < shards.size(); ++ui) {
+    const CkptShard& u = shards[ui];
     for (const auto& s : states)
       SL_CHECK(u.states.count(s), "checkpoint: rank ", rank, " unit ", u.unit, " has no state ",
                s, " but another unit has it");
@@ -86,9 +143,10 @@ void write_rank_files(const std::string& dir, const std::vector<UnitShard>& shar
       mt.offset = t.offset;
       mt.shape = t.shape;
       mt.numel = t.numel;
-      // This rank's part of the tensor: its shard range intersected with the tensor's range.
-      int64_t lo = std::max(u.begin, t.offset), hi = std::min(u.end, t.offset + t.numel);
-      if (u.write && lo < hi) {
+      // This rank's part of the tensor: what it owns of the unit intersected with the tensor.
+      for (const auto& [ob, oe] : owned[ui]) {
+        int64_t lo = std::max(ob, t.offset), hi = std::min(oe, t.offset + t.numel);
+        if (lo >= hi) continue;
         for (const auto& s : states) {
           const float* src = u.states.at(s) + (lo - u.begin);
           int64_t bytes = (hi - lo) * 4;
@@ -138,7 +196,10 @@ std::string publish(const std::string& root, const std::string& tmp, const Check
     if (opt.fsync) f.sync();
     f.close();
   }
-  for (int r = 0; r < world; ++r) remove_all(join_path(tmp, manifest_file(r)));
+  for (int r = 0; r < world; ++r) {
+    remove_all(join_path(tmp, manifest_file(r)));
+    remove_all(join_path(tmp, ranges_file(r)));
+  }
   if (opt.fsync) sync_dir(tmp);
   stage("index_written");
 
@@ -177,7 +238,7 @@ std::string publish(const std::string& root, const std::string& tmp, const Check
 
 }  // namespace
 
-std::string save_checkpoint(const std::string& root, const std::vector<UnitShard>& shards,
+std::string save_checkpoint(const std::string& root, const std::vector<CkptShard>& shards,
                             const CheckpointMeta& meta_in, const CkptSync& sync,
                             const json& rank_state, const SaveOptions& opt) {
   check_little_endian();
@@ -208,7 +269,9 @@ std::string save_checkpoint(const std::string& root, const std::vector<UnitShard
            pending, ": unexpected content \"", tmp_name, "\"");
   std::string tmp = join_path(root, tmp_name);
 
-  write_rank_files(tmp, shards, sync.rank, rank_state, opt.fsync);
+  for (const auto& u : shards) check_shard(u, sync.rank);
+  auto owned = owned_intervals(tmp, shards, sync.rank, sync.world, barrier);
+  write_rank_files(tmp, shards, owned, sync.rank, rank_state, opt.fsync);
   if (opt.on_stage) opt.on_stage("shard_written", sync.rank);
   barrier();
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/checkpoint/unit_shard.hpp"
+#include "core/checkpoint/ckpt_shard.hpp"
 
 namespace shardlab {
 
@@ -28,7 +28,7 @@ struct SaveOptions {
 // Collective over sync.world ranks: every rank calls it with its own shards and the same meta.
 // `rank_state` is this rank's opaque JSON (index.json keeps one per rank). meta.world_size is taken
 // from sync.world. Returns the final directory <root>/step-<meta.step>.
-std::string save_checkpoint(const std::string& root, const std::vector<UnitShard>& shards,
+std::string save_checkpoint(const std::string& root, const std::vector<CkptShard>& shards,
                             const CheckpointMeta& meta, const CkptSync& sync,
                             const nlohmann::json& rank_state = nlohmann::json::object(),
                             const SaveOptions& options = {});

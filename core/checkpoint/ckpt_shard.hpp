@@ -45,7 +45,7 @@ inline constexpr const char* kStateExpAvg = "exp_avg";         // Adam first mom
 inline constexpr const char* kStateExpAvgSq = "exp_avg_sq";    // Adam second moment v
 
 // One unit as this rank holds it.
-struct UnitShard {
+struct CkptShard {
   int unit = 0;
   std::vector<CkptTensor> tensors;  // the unit's layout
   int64_t padded_numel = 0;         // size of the padded flat buffer (a multiple of the group size)
@@ -53,9 +53,10 @@ struct UnitShard {
   // state name -> host fp32 data for elements [begin, end): states[s][i] is flat element begin + i.
   // On save it is read; on load it is filled (padding and gaps between tensors become 0).
   std::map<std::string, float*> states;
-  // On save: whether this rank writes its range. Replicas set it false so that every element is
-  // written exactly once: no_shard writes from rank 0 only, hybrid_shard from the first replica
-  // group only. Ignored on load (every rank reads what it holds).
+  // On save: whether this rank offers its range for writing. Elements that several ranks hold
+  // (no_shard replicas, hybrid_shard replica groups) are written once,
+  // by the lowest rank that holds them with write = true, so callers need not know the replica
+  // layout. false keeps this rank's copy out altogether. Ignored on load.
   bool write = true;
 };
 
