@@ -28,7 +28,8 @@ TEST(CheckpointCommands, InspectPrintsWhatTheCheckpointHolds) {
   expect_has(o, "step        25 (optimizer step 25)\n");
   expect_has(o, "saved by    3 ranks, strategy full_shard\n");
   expect_has(o, "model       {\"max_seq_len\":8,\"n_embd\":12,\"n_head\":2,\"n_layer\":2,\"vocab_size\":32}\n");
-  expect_has(o, "states      exp_avg exp_avg_sq params");
+  expect_has(o, "states      exp_avg exp_avg_sq params\n");
+  expect_has(o, "params held in\n");
   expect_has(o, "tensors     28, 4272 parameters\n");
   // Unit 0 is 504 elements padded to 504 over 3 ranks: wte [0, 384) sits in shards 0..2 at
   // [0, 168) [168, 336) [336, 384).

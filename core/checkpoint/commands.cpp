@@ -64,21 +64,25 @@ int inspect_command(const std::string& ckpt_dir, std::ostream& out, std::ostream
     out << "model       " << m.model_config.dump() << "\n";
     out << "loader      " << m.loader.dump() << "\n";
     out << "rng         " << m.rng.dump() << "\n";
-    out << "states      ";
-    for (const auto& s : ix.states) out << s << " ";
+    out << "states     ";
+    for (const auto& s : ix.states) out << " " << s;
     out << "\n";
     out << "files       " << ix.files.size() << ", " << format_bytes(bytes) << ":";
     for (const auto& f : ix.files) out << " " << f.name << " (" << format_bytes(f.bytes) << ")";
     out << "\n";
     out << "tensors     " << ix.tensors.size() << ", " << params << " parameters\n";
+    // Where each tensor's parameters live (the first state when there are no params).
+    std::string shown = ix.states.empty() ? "" : ix.states.front();
+    for (const auto& s : ix.states)
+      if (s == kStateParams) shown = s;
     size_t w = 4;
     for (const auto& t : ix.tensors) w = std::max(w, t.name.size());
     out << "  " << std::left << std::setw(static_cast<int>(w)) << "name" << "  "
-        << std::setw(14) << "shape" << "  unit  " << ix.states.front() << " held in\n";
+        << std::setw(14) << "shape" << "  unit  " << shown << " held in\n";
     for (const auto& t : ix.tensors)
       out << "  " << std::setw(static_cast<int>(w)) << t.name << "  " << std::setw(14)
           << format_shape(t.shape) << "  " << std::setw(4) << t.unit << "  "
-          << chunk_ranges(t.chunks.at(ix.states.front())) << "\n";
+          << (shown.empty() ? "" : chunk_ranges(t.chunks.at(shown))) << "\n";
     std::vector<std::string> problems = reader.verify_all();
     int chunks = 0;
     for (const auto& t : ix.tensors)
