@@ -106,7 +106,7 @@ void check_shard(const CkptShard& u, int rank) {
 
 // step-<digits> exactly: a published checkpoint. Returns the step or -1.
 int64_t published_step(const std::string& name) {
-  if (name.rfind("step-", 0) != 0 || name.size() == 5) return -1;
+  if (name.rfind("step-", 0) != 0 || name.size() == 5 || name.size() > 5 + 18) return -1;
   for (size_t i = 5; i < name.size(); ++i)
     if (name[i] < '0' || name[i] > '9') return -1;
   return std::stoll(name.substr(5));
