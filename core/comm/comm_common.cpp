@@ -1,7 +1,10 @@
 // Names, traffic formulas, argument checks and trace spans shared by the communicator backends.
 #include "core/comm/comm_common.hpp"
 
+#include <exception>
+
 #include "core/base/error.hpp"
+#include "core/memory/tracker.hpp"
 #include "core/trace/recorder.hpp"
 
 namespace shardlab {
@@ -45,6 +48,36 @@ void check_collective_args(const char* backend, CommOp op, const void* send, con
   if (op == CommOp::broadcast && (root < 0 || root >= n))
     SL_THROW(InvalidArgument, backend, " broadcast: root ", root, " outside the ", n,
              " ranks of the communicator");
+}
+
+void CarriedError::capture() {
+  try {
+    throw;
+  } catch (const CommError& e) {
+    kind_ = Kind::comm;
+    what_ = e.what();
+  } catch (const InvalidArgument& e) {
+    kind_ = Kind::invalid_argument;
+    what_ = e.what();
+  } catch (const OutOfMemory& e) {
+    kind_ = Kind::out_of_memory;
+    what_ = e.what();
+  } catch (const std::exception& e) {
+    kind_ = Kind::other;
+    what_ = e.what();
+  } catch (...) {
+    kind_ = Kind::other;
+    what_ = rank_prefix() + "unknown exception in a collective";
+  }
+}
+
+void CarriedError::rethrow() const {
+  switch (kind_) {
+    case Kind::comm: throw CommError(what_);
+    case Kind::invalid_argument: throw InvalidArgument(what_);
+    case Kind::out_of_memory: throw OutOfMemory(what_);
+    default: throw Error(what_);
+  }
 }
 
 bool tracing(Recorder* rec) { return rec && rec->enabled(); }

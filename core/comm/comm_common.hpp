@@ -24,6 +24,21 @@ int64_t collective_bytes(CommOp op, int64_t count, DType dtype, int n);
 void check_collective_args(const char* backend, CommOp op, const void* send, const void* recv,
                            int64_t count, int root, int n);
 
+// An error carried from a communication worker to the thread that waits: captured as its kind and
+// text, thrown there as a fresh exception of the same kind, so no exception object is shared
+// between threads.
+class CarriedError {
+ public:
+  void capture();  // call inside a catch block
+  explicit operator bool() const { return kind_ != Kind::none; }
+  [[noreturn]] void rethrow() const;
+
+ private:
+  enum class Kind : uint8_t { none, comm, invalid_argument, out_of_memory, other };
+  Kind kind_ = Kind::none;
+  std::string what_;
+};
+
 // Nanoseconds on the trace clock, or 0 when `rec` is null or disabled (no clock read then).
 int64_t comm_clock(Recorder* rec);
 bool tracing(Recorder* rec);

@@ -52,6 +52,7 @@ struct LocalWorld::Impl {
   std::atomic<bool> aborted{false};
   mutable std::mutex mu;
   int failed_rank = -1;
+  bool failure_secondary = false;
   std::string failure;
   std::vector<std::weak_ptr<Group>> groups;
   std::shared_ptr<Group> world_group;
@@ -77,6 +78,7 @@ struct Group {
   int arrived = 0;
   std::vector<char> here;
   std::vector<char> left;  // the rank's communicator was destroyed: it will never arrive again
+  std::vector<char> left_unwinding;  // ... while an exception was in flight on that rank
   std::vector<Desc> desc;
   std::string error;  // the completed generation's disagreement, empty when the ranks agree
   std::vector<SplitResult> split;
@@ -100,6 +102,7 @@ std::shared_ptr<Group> make_group(LocalWorld::Impl* world, std::vector<int> worl
   g->world_ranks = std::move(world_ranks);
   g->here.assign(g->size, 0);
   g->left.assign(g->size, 0);
+  g->left_unwinding.assign(g->size, 0);
   g->desc.resize(g->size);
   g->split.resize(g->size);
   std::lock_guard<std::mutex> lk(world->mu);
@@ -151,6 +154,11 @@ void compute_split(Group& g) {
   }
 }
 
+[[noreturn]] void throw_left(const Group& g, int j, const char* name) {
+  SL_THROW(CommError, name, ": ", g.who(j), " left the communicator",
+           g.left_unwinding[j] ? " (its rank is failing)" : "", " without calling ", name);
+}
+
 // Posts rank r's call and waits until every rank of the group has posted one. Throws CommError
 // when the world aborted, a rank left without calling, or the ranks disagree.
 SplitResult meet(Group& g, int r, const Desc& d) {
@@ -161,9 +169,9 @@ SplitResult meet(Group& g, int r, const Desc& d) {
       if (g.left[j] && !g.here[j]) return j;
     return -1;
   };
-  if (g.world->aborted) SL_THROW(CommError, name, ": ", g.world->failure_text());
-  if (int j = missing_left(); j >= 0)
-    SL_THROW(CommError, name, ": ", g.who(j), " left the communicator without calling ", name);
+  if (g.world->aborted)
+    SL_THROW(CommError, g.world->failure_text(), " (released from ", name, ")");
+  if (int j = missing_left(); j >= 0) throw_left(g, j, name);
   g.desc[r] = d;
   g.here[r] = 1;
   const uint64_t my_gen = g.gen;
@@ -180,9 +188,9 @@ SplitResult meet(Group& g, int r, const Desc& d) {
       // Nobody has seen this rank's buffers yet: withdraw the post and fail.
       g.here[r] = 0;
       --g.arrived;
-      if (g.world->aborted) SL_THROW(CommError, name, ": ", g.world->failure_text());
-      SL_THROW(CommError, name, ": ", g.who(missing_left()), " left the communicator without calling ",
-               name);
+      if (g.world->aborted)
+        SL_THROW(CommError, g.world->failure_text(), " (released from ", name, ")");
+      throw_left(g, missing_left(), name);
     }
   }
   // The generation's results stay valid until this rank posts again: no later one can complete
@@ -233,6 +241,7 @@ class LocalComm final : public Communicator {
     worker_.join();  // runs what is queued first: those calls were issued and others expect them
     std::lock_guard<std::mutex> lk(group_->mu);
     group_->left[rank_] = 1;
+    group_->left_unwinding[rank_] = std::uncaught_exceptions() > 0;
     group_->cv.notify_all();
   }
 
@@ -261,7 +270,7 @@ class LocalComm final : public Communicator {
     d.op = CommOp::split;
     d.color = color;
     d.key = key;
-    std::shared_ptr<Task> t = enqueue(d, false, {});
+    std::shared_ptr<Task> t = issue(d, false, {});
     Work(t).wait();
     auto sub = std::make_unique<LocalComm>(world_, t->split.group, t->split.rank, world_rank_,
                                            device_);
@@ -284,7 +293,7 @@ class LocalComm final : public Communicator {
     std::condition_variable cv;
     bool finished = false;
     bool reported = false;
-    std::exception_ptr error;
+    CarriedError error;
 
     void wait() override {
       const int64_t t_wait = async ? comm_clock(rec) : -1;
@@ -295,7 +304,7 @@ class LocalComm final : public Communicator {
         if (async) times.t_wait = t_wait;
         if (!error) report();
       }
-      if (error) std::rethrow_exception(error);
+      if (error) error.rethrow();
     }
     bool done() const override {
       std::lock_guard<std::mutex> lk(mu);
@@ -309,7 +318,10 @@ class LocalComm final : public Communicator {
     }
   };
 
-  std::shared_ptr<Task> enqueue(const Desc& d, bool async, CallInfo info) {
+  // Runs the call: on the calling thread when it is blocking and nothing is queued or running
+  // (no thread hand-off, and issue order holds since everything earlier has finished), else on
+  // the worker, in issue order.
+  std::shared_ptr<Task> issue(const Desc& d, bool async, CallInfo info) {
     auto t = std::make_shared<Task>();
     t->d = d;
     t->info = info;
@@ -317,9 +329,20 @@ class LocalComm final : public Communicator {
     t->rec = recorder_;
     t->bytes = collective_bytes(d.op, d.count, d.dtype, size_);
     t->times.t_issue = comm_clock(recorder_);
+    bool here = false;
     {
       std::lock_guard<std::mutex> lk(qmu_);
-      queue_.push_back(t);
+      if (!async && queue_.empty() && !busy_) {
+        busy_ = true;
+        here = true;
+      } else {
+        queue_.push_back(t);
+      }
+    }
+    if (here) {
+      run(*t);
+      std::lock_guard<std::mutex> lk(qmu_);
+      busy_ = false;
     }
     qcv_.notify_one();
     return t;
@@ -328,9 +351,26 @@ class LocalComm final : public Communicator {
   Work submit(const Desc& d, bool async, CallInfo info) {
     check_collective_args("local", d.op, d.send, d.recv, d.count, d.root, size_);
     add_traffic(traffic_, d.op, d.count, d.dtype, size_);
-    Work w(enqueue(d, async, info));
+    Work w(issue(d, async, info));
     if (!async) w.wait();
     return w;
+  }
+
+  void run(Task& t) {
+    t.times.t_start = comm_clock(t.rec);
+    CarriedError error;
+    try {
+      execute(t);
+    } catch (...) {
+      error.capture();
+    }
+    t.times.t_end = comm_clock(t.rec);
+    {
+      std::lock_guard<std::mutex> lk(t.mu);
+      t.error = error;
+      t.finished = true;
+    }
+    t.cv.notify_all();
   }
 
   void worker_loop() {
@@ -339,25 +379,15 @@ class LocalComm final : public Communicator {
       std::shared_ptr<Task> t;
       {
         std::unique_lock<std::mutex> lk(qmu_);
-        qcv_.wait(lk, [&] { return !queue_.empty() || stopping_; });
+        qcv_.wait(lk, [&] { return (!queue_.empty() && !busy_) || (queue_.empty() && stopping_); });
         if (queue_.empty()) return;
         t = std::move(queue_.front());
         queue_.pop_front();
+        busy_ = true;
       }
-      t->times.t_start = comm_clock(t->rec);
-      std::exception_ptr error;
-      try {
-        execute(*t);
-      } catch (...) {
-        error = std::current_exception();
-      }
-      t->times.t_end = comm_clock(t->rec);
-      {
-        std::lock_guard<std::mutex> lk(t->mu);
-        t->error = error;
-        t->finished = true;
-      }
-      t->cv.notify_all();
+      run(*t);
+      std::lock_guard<std::mutex> lk(qmu_);
+      busy_ = false;
     }
   }
 
@@ -427,6 +457,7 @@ class LocalComm final : public Communicator {
   std::mutex qmu_;
   std::condition_variable qcv_;
   std::deque<std::shared_ptr<Task>> queue_;
+  bool busy_ = false;  // a call of this communicator is running (on the worker or inline)
   bool stopping_ = false;
   std::thread worker_;
 };
@@ -447,13 +478,19 @@ LocalWorld::~LocalWorld() = default;
 
 int LocalWorld::size() const { return impl_->size; }
 
-bool LocalWorld::abort(int rank, const std::string& message) {
+bool LocalWorld::abort(int rank, const std::string& message, bool secondary) {
   std::vector<std::shared_ptr<Group>> groups;
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
-    if (impl_->failed_rank >= 0) return false;
-    impl_->failed_rank = rank;
-    impl_->failure = message;
+    const bool first = impl_->failed_rank < 0;
+    // A real failure replaces a CommError recorded before it: that error may be its consequence
+    // (e.g. its communicator went away while the exception unwound, before the launcher saw it).
+    if (first || (impl_->failure_secondary && !secondary)) {
+      impl_->failed_rank = rank;
+      impl_->failure = message;
+      impl_->failure_secondary = secondary;
+    }
+    if (!first) return false;
     impl_->aborted = true;
     for (const auto& w : impl_->groups)
       if (auto g = w.lock()) groups.push_back(std::move(g));

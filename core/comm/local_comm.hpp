@@ -2,8 +2,9 @@
 // share (who failed, which ranks are alive); each rank makes its Communicator over it with its own
 // Device, so collective staging is charged to that rank's tracker (MemCategory::comm_buffers).
 //
-// Each communicator runs its rank's collectives on its own worker thread, in issue order, so an
-// async collective overlaps the rank's compute. At a collective the workers of all ranks meet
+// Each communicator runs its rank's async collectives on its own worker thread, in issue order,
+// so they overlap the rank's compute; a blocking call runs on the calling thread when nothing is
+// queued before it (same order, no hand-off). At a collective the workers of all ranks meet
 // (a rendezvous that also checks that they agree on op, count, dtype, reduce op and root), each
 // does its share of the data movement, and they meet again before anyone returns.
 #pragma once
@@ -27,11 +28,12 @@ class LocalWorld {
 
   // Rank `rank` failed with `message`: every collective of every communicator of this world that
   // is blocked, or starts later, throws CommError "rank R: aborted: rank K failed: <message>".
-  // The first call wins; later calls (the secondary errors) are ignored. Returns true for the first.
-  bool abort(int rank, const std::string& message);
+  // The failure reported is the first one that is not `secondary` (a CommError, which another
+  // rank's failure may have caused), else the first one. Returns true for the first call.
+  bool abort(int rank, const std::string& message, bool secondary = false);
   bool aborted() const;
-  int failed_rank() const;             // -1 when nothing failed
-  std::string failure_message() const;  // the first failure's message, without a rank prefix
+  int failed_rank() const;              // -1 when nothing failed
+  std::string failure_message() const;  // the reported failure's message, without a rank prefix
 
   struct Impl;
   Impl& impl() { return *impl_; }

@@ -1,0 +1,193 @@
+// Collective bandwidth, as nccl-tests report it: every row of the collective table over buffer
+// sizes 1 KiB .. 256 MiB (the full buffer, nccl-tests' "size"), on the local backend at 2 and 4
+// ranks, and on MPI when started under mpirun (skipped otherwise). Counters: time per call,
+// algbw = bytes / time, busbw = algbw * bus factor (bytes per second). A 256 MiB memcpy gives
+// the machine's copy bandwidth for comparison.
+//
+//   build/bin/bench_collectives --benchmark_filter='bytes:(1048576|67108864)/'   (quick subset)
+//   mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/bench_collectives
+//       --benchmark_filter=/mpi/                                        (one command line)
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/comm/collective_table.hpp"
+#include "core/comm/launcher.hpp"
+
+#ifdef SHARDLAB_WITH_MPI
+#include <mpi.h>
+#endif
+
+using namespace shardlab;
+
+namespace {
+
+constexpr int64_t kKiB = 1024;
+constexpr int64_t kMiB = 1024 * kKiB;
+
+int g_mpi_rank = 0;
+int g_mpi_size = 0;  // 0: not under mpirun
+
+// Fixed iterations per size (the same on every MPI process, so all call the same collectives):
+// about 256 MiB of buffer per benchmark, between 3 and 1000 calls.
+int64_t iterations_for(int64_t bytes) {
+  const int64_t it = (256 * kMiB) / bytes;
+  return it < 3 ? 3 : (it > 1000 ? 1000 : it);
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Times `iters` calls of `row` on every rank of the launched world; returns seconds per call as
+// measured by rank 0 between two barriers. Checks the warm-up call's result first.
+double time_collective(const CollectiveRow& row, const LaunchOptions& opts, int64_t count,
+                       int64_t iters, std::string* error) {
+  double per_call = 0;
+  launch(opts, [&](RankContext& ctx) {
+    const int n = ctx.world;
+    CollectiveBuffers b = make_collective_buffers(row, *ctx.device, n, ctx.rank, count,
+                                                  DType::f32, !row.out_of_place);
+    row.init(ctx.rank, n, b);
+    row.run(*ctx.comm, b, false);  // warm-up: touches every page
+    std::string e = row.check(ctx.rank, n, b);
+    if (!e.empty() && ctx.rank == 0) *error = e;
+    ctx.comm->barrier();
+    const double t0 = now_s();
+    for (int64_t i = 0; i < iters; ++i) row.run(*ctx.comm, b, false);
+    ctx.comm->barrier();
+    float t = static_cast<float>((now_s() - t0) / static_cast<double>(iters));
+    // Every MPI process reports rank 0's time, so all make the same decisions.
+    ctx.comm->broadcast(&t, 1, DType::f32, 0);
+    // Local ranks share per_call (rank 0 writes it); each MPI process has its own.
+    if (ctx.rank == 0 || opts.backend != "local") per_call = t;
+  });
+  return per_call;
+}
+
+void report(benchmark::State& state, const CollectiveRow& row, int64_t bytes, int n,
+            double per_call) {
+  for (auto _ : state) state.SetIterationTime(per_call);
+  const Bandwidth bw = collective_bandwidth(row, bytes, n, per_call);
+  using benchmark::Counter;
+  state.counters["time"] = Counter(per_call);
+  state.counters["algbw"] = Counter(bw.algbw, Counter::kDefaults, Counter::OneK::kIs1024);
+  state.counters["busbw"] = Counter(bw.busbw, Counter::kDefaults, Counter::OneK::kIs1024);
+  state.counters["bytes"] = Counter(double(bytes), Counter::kDefaults, Counter::OneK::kIs1024);
+}
+
+void bm_collective(benchmark::State& state, const CollectiveRow* row, bool mpi) {
+  const int64_t bytes_wanted = state.range(0);
+  LaunchOptions opts;
+  int n = static_cast<int>(state.range(1));
+  if (mpi) {
+    if (g_mpi_size == 0) {
+      state.SkipWithError("backend mpi: start under mpirun (mpirun --allow-run-as-root "
+                          "--oversubscribe -np 4 build/bin/bench_collectives)");
+      return;
+    }
+    opts.backend = "mpi";
+  } else {
+    opts.ranks = n;
+  }
+  const int64_t count = count_for_bytes(*row, bytes_wanted, n, DType::f32);
+  const int64_t bytes = row->bytes(count, n, DType::f32);
+  std::string error;
+  const double per_call = time_collective(*row, opts, count, state.max_iterations, &error);
+  if (!error.empty()) {
+    state.SkipWithError(("wrong result: " + error).c_str());
+    return;
+  }
+  report(state, *row, bytes, n, per_call);
+}
+
+// Bytes copied per second by one thread's memcpy of 256 MiB.
+void bm_memcpy(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), bytes);
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  using benchmark::Counter;
+  state.counters["bw"] = Counter(double(bytes) * double(state.iterations()),
+                                 Counter::kIsRate, Counter::OneK::kIs1024);
+}
+
+void register_all() {
+  std::vector<int64_t> sizes;
+  for (int64_t s = kKiB; s <= 256 * kMiB; s *= 4) sizes.push_back(s);
+  for (const CollectiveRow& row : collective_table()) {
+    if (g_mpi_size == 0) {
+      // Under mpirun each process would run its own local world beside the others: skip those.
+      for (int n : {2, 4})
+        for (int64_t s : sizes)
+          benchmark::RegisterBenchmark((std::string(row.name) + "/local").c_str(), bm_collective,
+                                       &row, false)
+              ->Args({s, n})
+              ->ArgNames({"bytes", "ranks"})
+              ->Iterations(iterations_for(s))
+              ->UseManualTime()
+              ->Unit(benchmark::kMicrosecond);
+    }
+    for (int64_t s : sizes)
+      benchmark::RegisterBenchmark((std::string(row.name) + "/mpi").c_str(), bm_collective, &row,
+                                   true)
+          ->Args({s, g_mpi_size})
+          ->ArgNames({"bytes", "ranks"})
+          ->Iterations(iterations_for(s))
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+  }
+  if (g_mpi_rank == 0)
+    benchmark::RegisterBenchmark("memcpy", bm_memcpy)
+        ->Arg(256 * kMiB)
+        ->ArgNames({"bytes"})
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+}
+
+// Prints nothing: the MPI processes other than rank 0 run the same benchmarks silently.
+class NullReporter : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#ifdef SHARDLAB_WITH_MPI
+  if (under_mpirun()) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_mpi_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_mpi_size);
+  }
+#endif
+  // Only rank 0 writes --benchmark_out.
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i)
+    if (g_mpi_rank == 0 || std::strncmp(argv[i], "--benchmark_out", 15) != 0)
+      args.push_back(argv[i]);
+  int nargs = static_cast<int>(args.size());
+  register_all();
+  benchmark::Initialize(&nargs, args.data());
+  if (g_mpi_rank == 0) {
+    benchmark::RunSpecifiedBenchmarks();
+  } else {
+    NullReporter quiet;
+    benchmark::RunSpecifiedBenchmarks(&quiet);
+  }
+  benchmark::Shutdown();
+#ifdef SHARDLAB_WITH_MPI
+  if (g_mpi_size > 0) MPI_Finalize();
+#endif
+  return 0;
+}

@@ -1,0 +1,282 @@
+// The FSDP engine: construction (groups, units, persistent state) and the schedule of one
+// micro-batch's forward and backward. The unit lifecycle pieces live in unshard.cpp,
+// grad_reduce.cpp and optim_step.cpp.
+#include "core/fsdp/engine.hpp"
+
+#include <numeric>
+
+#include "core/base/error.hpp"
+#include "core/fsdp/engine_impl.hpp"
+#include "core/kernels/elementwise.hpp"
+#include "core/model/params.hpp"
+
+namespace shardlab {
+
+// ---- construction -------------------------------------------------------------------------
+
+Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,
+                   const EngineConfig& c)
+    : dev(d), world(w), rec(r), model(m), cfg(c) {
+  model.validate();
+  cfg.optim.validate();
+  N = world.size();
+  SL_CHECK(cfg.prefetch >= 0, "engine: prefetch ", cfg.prefetch, " must be >= 0");
+  SL_CHECK(cfg.max_inflight_gathers >= 0, "engine: max_inflight_gathers ",
+           cfg.max_inflight_gathers, " must be >= 0 (0 = no limit)");
+  const int hg = cfg.strategy == Strategy::hybrid_shard && cfg.hybrid_group <= 0 ? N
+                                                                                  : cfg.hybrid_group;
+  G = shard_group_size(cfg.strategy, N, hg);
+
+  // Groups. Every rank calls split twice (collective), whatever its strategy; a group of one
+  // rank is dropped. Keys are world ranks, so reductions run in world-rank order.
+  const int r0 = world.rank();
+  const int shard_color = cfg.strategy == Strategy::hybrid_shard ? r0 / G : 0;
+  const int replica_color = cfg.strategy == Strategy::hybrid_shard ? r0 % G : r0;
+  std::unique_ptr<Communicator> sc = world.split(G > 1 ? shard_color : r0, r0);
+  std::unique_ptr<Communicator> rc =
+      world.split(cfg.strategy == Strategy::no_shard ? 0 : replica_color, r0);
+  if (sc->size() > 1) shard_comm = std::move(sc);
+  if (rc->size() > 1) replica_comm = std::move(rc);
+  shard_rank = shard_comm ? shard_comm->rank() : 0;
+  for (Communicator* c2 : {shard_comm.get(), replica_comm.get()})
+    if (c2) c2->set_recorder(world.recorder() ? world.recorder() : rec);
+
+  init_units();
+
+  const int U = static_cast<int>(units.size());
+  fwd_order.resize(U);
+  std::iota(fwd_order.begin(), fwd_order.end(), 0);  // root, block 0, ..., block L-1
+  bwd_order.push_back(kRootUnit);                    // root (head), block L-1, ..., block 0
+  for (int u = U - 1; u >= 1; --u) bwd_order.push_back(u);
+}
+
+void Engine::Impl::init_units() {
+  const int U = shardlab::num_units(model);
+  units.resize(U);
+  for (int id = 0; id < U; ++id) {
+    FsdpUnit& u = units[id];
+    u.id = id;
+    UnitLayout ml = unit_layout(model, id);
+    std::vector<FlatEntry> entries;
+    for (const ParamEntry& e : ml.entries) entries.push_back({e.name, e.shape, e.offset, e.numel});
+    u.layout = FlatLayout(std::move(entries), G);
+    const int64_t P = u.layout.padded_numel();
+    u.own = G > 1 ? u.layout.shard_range(shard_rank) : ShardRange{0, P};
+    const int64_t n_params = full_params() ? P : u.own.size;
+    const int64_t n_grads = full_grads() ? P : u.own.size;
+
+    u.params = dev.alloc(n_params * psz(), MemCategory::params);
+    u.grads = dev.alloc_zeros(n_grads * rsz(), MemCategory::grads);
+    if (mixed()) u.master = dev.alloc(u.own.size * 4, MemCategory::optimizer_state);
+    u.opt = make_optimizer(dev, cfg.optim, u.own.size);
+
+    // Every rank initialises the whole unit on the host (values depend only on seed and names)
+    // and keeps its part; padding is zero and stays zero (zero gradient, zero weight decay).
+    std::vector<float> host(P, 0.0f);
+    init_unit(model, id, cfg.seed, host.data());
+    const int64_t first = full_params() ? 0 : u.own.offset;
+    if (!mixed()) {
+      dev.copy_from_host(u.params.data(), host.data() + first, n_params * 4);
+    } else {
+      dev.copy_from_host(u.master.data(), host.data() + u.own.offset, u.own.size * 4);
+      Buffer tmp = dev.alloc(n_params * 4, MemCategory::workspace);
+      dev.copy_from_host(tmp.data(), host.data() + first, n_params * 4);
+      cast_from_f32(dev, u.params.data(), cfg.param_dtype, tmp.f32(), n_params);
+    }
+    if (rec && gathers()) rec->unit(id, UnitState::sharded);
+  }
+}
+
+// ---- one micro-batch ------------------------------------------------------------------------
+
+float Engine::Impl::forward_backward(const int* tokens, const int* targets, int B, int T,
+                                     int micro, int K) {
+  SL_CHECK(B >= 1 && T >= 1 && T <= model.max_seq_len, "engine: batch (B ", B, ", T ", T,
+           ") must have B >= 1 and 1 <= T <= max_seq_len ", model.max_seq_len);
+  SL_CHECK(micro >= 0 && micro < K, "engine: micro-batch ", micro, " outside [0, ", K, ")");
+  SL_CHECK(targets != nullptr, "engine: training needs targets");
+  const bool last = micro == K - 1;
+  const int L = model.n_layer;
+  const int64_t btc = static_cast<int64_t>(B) * T * model.n_embd;
+  // Each rank's loss is a mean over its own tokens; the reductions sum over N ranks and the
+  // micro-batches add up, so the gradient of the global mean needs 1 / (N K).
+  const float loss_scale = 1.0f / static_cast<float>(static_cast<int64_t>(N) * K);
+  FsdpUnit& root = units[kRootUnit];
+
+  // The residual stream: the input of every block, then the head's input.
+  Buffer residuals = dev.alloc((L + 1) * btc * 4, MemCategory::activations);  // (L+1, B, T, C)
+  float* res = residuals.f32();
+  std::vector<BlockActivations> acts;
+  acts.reserve(L);
+
+  // ---- forward: root (embeddings), blocks in order, root (head and loss)
+  unshard_at(fwd_order, 0);
+  {
+    ScopedSpan s(rec, "forward", kRootUnit);
+    embedding_forward(dev, model, res, tokens, compute_params(root), B, T);
+  }
+  for (int l = 0; l < L; ++l) {
+    FsdpUnit& u = units[block_unit(l)];
+    unshard_at(fwd_order, 1 + l);
+    acts.emplace_back(dev, model, B, T);
+    {
+      ScopedSpan s(rec, "forward", u.id);
+      block_forward(dev, model, res + (l + 1) * btc, acts[l], res + l * btc, compute_params(u), B,
+                    T);
+    }
+    if (cfg.act_ckpt) acts[l].release();  // only the block's input (in `res`) is kept
+    reshard(u);
+  }
+  HeadActivations head(dev, model, B, T);
+  float loss;
+  {
+    ScopedSpan s(rec, "forward", kRootUnit);
+    loss = head_forward(dev, model, head, res + L * btc, targets, compute_params(root), B, T);
+  }
+  reshard(root);
+
+  // ---- backward: root (head), blocks in reverse, root (embeddings)
+  Buffer dres = dev.alloc(btc * 4, MemCategory::workspace);  // (B, T, C), reused through the stack
+  unshard_at(bwd_order, 0);
+  {
+    ScopedSpan s(rec, "backward", kRootUnit);
+    head_backward(dev, model, dres.f32(), grad_target(root), head, res + L * btc, targets,
+                  compute_params(root), B, T, loss_scale);
+  }
+  head.release();
+  for (int l = L - 1; l >= 0; --l) {
+    FsdpUnit& u = units[block_unit(l)];
+    unshard_at(bwd_order, L - l);
+    if (cfg.act_ckpt) {
+      // Recompute the block's forward from its saved input to refill its activations.
+      ScopedSpan s(rec, "recompute", u.id);
+      acts[l].allocate();
+      Buffer y = dev.alloc(btc * 4, MemCategory::workspace);  // (B, T, C), discarded
+      block_forward(dev, model, y.f32(), acts[l], res + l * btc, compute_params(u), B, T);
+    }
+    {
+      ScopedSpan s(rec, "backward", u.id);
+      block_backward(dev, model, dres.f32(), grad_target(u), dres.f32(), acts[l], res + l * btc,
+                     compute_params(u), B, T);
+    }
+    acts[l].release();
+    reshard(u);
+    after_unit_backward(u, last);
+  }
+  {
+    ScopedSpan s(rec, "backward", kRootUnit);
+    embedding_backward(dev, model, grad_target(root), tokens, dres.f32(), B, T);
+  }
+  reshard(root);
+  after_unit_backward(root, last);
+  dres.reset();
+  residuals.reset();
+  drain(0);
+  return loss;
+}
+
+// ---- public API -----------------------------------------------------------------------------
+
+Engine::Engine(Device& dev, Communicator& world, Recorder* recorder, const GPTConfig& model,
+               const EngineConfig& cfg)
+    : impl_(std::make_unique<Impl>(dev, world, recorder, model, cfg)) {}
+
+Engine::~Engine() {
+  // Collectives still in flight read and write buffers about to be freed: finish them first.
+  // After a failure they may end in an error (the launcher aborted the world): nothing to report
+  // from a destructor, the original exception is already on its way.
+  if (!impl_) return;
+  auto finish = [](Work& w) {
+    try {
+      w.wait();
+    } catch (...) {
+    }
+  };
+  for (FsdpUnit& u : impl_->units)
+    if (u.gather_inflight) finish(u.gather_work);
+  for (PendingReduce& p : impl_->pending) finish(p.work);
+}
+
+StepStats Engine::step(const std::vector<const int*>& tokens,
+                       const std::vector<const int*>& targets, int B, int T) {
+  SL_CHECK(!tokens.empty() && tokens.size() == targets.size(), "engine: step needs K >= 1 ",
+           "micro-batches of tokens and as many of targets (got ", tokens.size(), " and ",
+           targets.size(), ")");
+  Impl& m = *impl_;
+  const Communicator::Traffic a0 = m.traffic_intra(), e0 = m.traffic_inter();
+  const int K = static_cast<int>(tokens.size());
+  StepStats st;
+  double loss = 0;
+  for (int k = 0; k < K; ++k) loss += m.forward_backward(tokens[k], targets[k], B, T, k, K);
+  st.loss = static_cast<float>(loss / K);
+  st.grad_norm = m.cfg.clip > 0 ? m.clip_grad_norm(m.cfg.clip) : 0.0f;
+  m.optimizer_step();
+  st.tokens = static_cast<int64_t>(K) * B * T;
+  const Communicator::Traffic a1 = m.traffic_intra(), e1 = m.traffic_inter();
+  st.comm_intra = a1.total() - a0.total();
+  st.comm_inter = e1.total() - e0.total();
+  st.comm_all_gather = (a1.all_gather - a0.all_gather) + (e1.all_gather - e0.all_gather);
+  st.comm_reduce_scatter =
+      (a1.reduce_scatter - a0.reduce_scatter) + (e1.reduce_scatter - e0.reduce_scatter);
+  st.comm_all_reduce = (a1.all_reduce - a0.all_reduce) + (e1.all_reduce - e0.all_reduce);
+  return st;
+}
+
+float Engine::forward_backward(const int* tokens, const int* targets, int B, int T, int micro,
+                               int K) {
+  return impl_->forward_backward(tokens, targets, B, T, micro, K);
+}
+float Engine::clip_grad_norm(float max_norm) { return impl_->clip_grad_norm(max_norm); }
+void Engine::optimizer_step() { impl_->optimizer_step(); }
+
+float Engine::world_mean(float v) {
+  Communicator& w = impl_->world;
+  if (w.size() == 1) return v;
+  w.all_reduce(&v, &v, 1, DType::f32, ReduceOp::sum);
+  return v / static_cast<float>(w.size());
+}
+
+const GPTConfig& Engine::model() const { return impl_->model; }
+const EngineConfig& Engine::config() const { return impl_->cfg; }
+int Engine::num_units() const { return static_cast<int>(impl_->units.size()); }
+int Engine::rank() const { return impl_->world.rank(); }
+int Engine::world() const { return impl_->N; }
+int Engine::shard_group() const { return impl_->G; }
+int Engine::shard_rank() const { return impl_->shard_rank; }
+const FlatLayout& Engine::layout(int unit) const {
+  SL_CHECK(unit >= 0 && unit < num_units(), "engine: unit ", unit, " outside [0, ", num_units(),
+           ")");
+  return impl_->units[unit].layout;
+}
+int64_t Engine::num_params() const { return impl_->model.num_params(); }
+int Engine::steps_done() const { return impl_->steps; }
+void Engine::set_steps_done(int t) {
+  SL_CHECK(t >= 0, "engine: step count ", t, " must be >= 0");
+  impl_->steps = t;
+  for (FsdpUnit& u : impl_->units) u.opt->set_step_count(t);
+}
+
+void Engine::set_lr(float lr) {
+  SL_CHECK(lr >= 0, "engine: learning rate ", lr, " must be >= 0");
+  impl_->cfg.optim.lr = lr;
+  for (FsdpUnit& u : impl_->units) u.opt->set_lr(lr);
+}
+
+MemArray Engine::persistent_bytes() const {
+  MemArray out{};
+  for (const FsdpUnit& u : impl_->units) {
+    for (const Buffer* b : {&u.params, &u.grads, &u.master})
+      out[static_cast<int>(b->category())] += b->bytes();
+    out[static_cast<int>(MemCategory::optimizer_state)] += u.opt->state_bytes();
+  }
+  return out;
+}
+
+Communicator::Traffic Engine::Impl::traffic_intra() const {
+  return shard_comm ? shard_comm->traffic() : Communicator::Traffic{};
+}
+Communicator::Traffic Engine::Impl::traffic_inter() const {
+  return replica_comm ? replica_comm->traffic() : Communicator::Traffic{};
+}
+
+}  // namespace shardlab

@@ -1,0 +1,127 @@
+// The FSDP engine: trains the GPT of core/model on one rank of a data-parallel group, with every
+// sharding strategy of strategy.hpp. Units are the root (embeddings, ln_f, tied head) and one per
+// transformer block; each unit's parameters live in one flat buffer padded to a multiple of the
+// shard group size, and rank r of the group owns [r*S, (r+1)*S).
+//
+// One step (docs/fsdp.md has the picture):
+//   for each of K micro-batches: forward (unshard unit -> compute -> reshard), backward in reverse
+//   (unshard -> compute -> reduce its gradient as soon as it is done -> reshard); the gradient
+//   collectives run only on the last micro-batch unless the strategy keeps only gradient shards;
+//   then global-norm clipping, AdamW on the rank's shard, and for shard_optim / shard_grad_op an
+//   all-gather of the updated parameters.
+// All memory goes through the rank's Device (and so its tracker) under the categories of
+// core/memory/tracker.hpp; all communication goes through Communicator and is counted there.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/base/dtype.hpp"
+#include "core/comm/communicator.hpp"
+#include "core/device/device.hpp"
+#include "core/fsdp/flat_param.hpp"
+#include "core/fsdp/strategy.hpp"
+#include "core/model/config.hpp"
+#include "core/optim/optimizer.hpp"
+
+namespace shardlab {
+
+class Recorder;
+
+struct EngineConfig {
+  Strategy strategy = Strategy::full_shard;
+  int hybrid_group = 0;            // G for hybrid_shard; must divide the world size
+  int prefetch = 1;                // units whose all-gather is issued ahead (0 = off)
+  int max_inflight_gathers = 0;    // all-gathers issued and not yet consumed, at most (0 = no limit)
+  DType param_dtype = DType::f32;  // gathered / full parameters and the all-gathers
+  DType reduce_dtype = DType::f32; // gradients kept and the gradient collectives
+  bool act_ckpt = false;           // recompute each block's forward during its backward
+  AccumMode accum_mode = AccumMode::reduce_each;
+  float clip = 0.0f;               // global gradient-norm limit, 0 = off
+  OptimizerConfig optim;           // AdamW or SGD, one instance per unit over the owned range
+  uint64_t seed = 1337;            // parameter initialisation (init_unit)
+};
+
+// What one optimizer step did, as seen from this rank.
+struct StepStats {
+  float loss = 0;          // mean loss over this rank's micro-batches
+  float grad_norm = 0;     // global norm before clipping (0 when clipping is off)
+  int64_t tokens = 0;      // tokens this rank processed
+  // Bytes this rank sent into the engine's collectives during the step (Communicator::traffic).
+  int64_t comm_all_gather = 0, comm_reduce_scatter = 0, comm_all_reduce = 0;
+  int64_t comm_intra = 0;  // within the shard group
+  int64_t comm_inter = 0;  // across replica groups (no_shard's all-reduce, hybrid's all-reduce)
+  int64_t comm_total() const { return comm_intra + comm_inter; }
+};
+
+// A rank's part of one unit, for checkpoints: the owned range of the padded flat buffer and fp32
+// host copies of the states there (padding included, zeros), by the checkpoint layer's names:
+// "params" (fp32 master parameters), "exp_avg" and "exp_avg_sq" (AdamW m and v) or
+// "momentum_buffer" (SGD with momentum).
+struct UnitShard {
+  ShardRange range;
+  std::map<std::string, std::vector<float>> states;
+};
+
+class Engine {
+ public:
+  // Collective over `world` (splits it into the shard and replica groups). Allocates persistent
+  // state (params, grads, optimizer state) and initialises parameters from cfg.seed.
+  Engine(Device& dev, Communicator& world, Recorder* recorder, const GPTConfig& model,
+         const EngineConfig& cfg);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // One optimizer step over K = tokens.size() micro-batches of (B, T) int32 device arrays.
+  StepStats step(const std::vector<const int*>& tokens, const std::vector<const int*>& targets,
+                 int B, int T);
+
+  // The pieces of step(), for tests and custom loops. forward_backward accumulates gradients of
+  // micro-batch `micro` of `K` (loss scaled by 1/(N K)) and returns its mean loss.
+  float forward_backward(const int* tokens, const int* targets, int B, int T, int micro, int K);
+  // Global gradient norm over all shards (and over replica groups once); scales gradients when it
+  // exceeds max_norm > 0. Call after the last forward_backward of a step.
+  float clip_grad_norm(float max_norm);
+  void optimizer_step();
+  // The learning rate of the next optimizer steps (the trainer's schedule sets it every step).
+  void set_lr(float lr);
+
+  // Mean of a value over the world (loss reporting); not counted in StepStats' traffic.
+  float world_mean(float v);
+
+  const GPTConfig& model() const;
+  const EngineConfig& config() const;
+  int num_units() const;
+  int rank() const;
+  int world() const;
+  int shard_group() const;  // G (1 for no_shard)
+  int shard_rank() const;   // this rank's index in its shard group
+  const FlatLayout& layout(int unit) const;
+  int64_t num_params() const;
+  int steps_done() const;
+
+  // Full fp32 parameters of a unit (unpadded, unit_layout order), on every rank. Collective.
+  std::vector<float> gather_unit_params(int unit);
+  // The reduced fp32 gradient of a unit (unpadded), on every rank: valid after the last
+  // forward_backward of a step and before optimizer_step. Collective.
+  std::vector<float> gather_unit_grads(int unit);
+  // This rank's shard of a unit (see UnitShard) and its inverse. set_shard is collective for
+  // shard_optim and shard_grad_op (the updated range is all-gathered into the full parameters).
+  UnitShard get_shard(int unit) const;
+  void set_shard(int unit, const UnitShard& s);
+  // Optimizer steps taken (AdamW's t); setting it restores a checkpoint's bias correction.
+  void set_steps_done(int t);
+
+  // Bytes by category of persistent state (params, grads, optimizer_state) this engine allocated.
+  MemArray persistent_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shardlab

@@ -1,0 +1,124 @@
+// Gradient reduction: where backward writes a unit's gradient, and the collective that turns it
+// into this rank's reduced gradient as soon as the unit's backward ends:
+//   no_shard       all-reduce (sum) of the full gradient, in place, across all N ranks
+//   shard_optim    reduce-scatter (sum) of the full gradient, in place: the owned range is reduced
+//   shard_grad_op, full_shard: reduce-scatter of the unit's fp32 gradient into the gradient shard
+//   hybrid_shard   reduce-scatter inside the group of G, then all-reduce of the shard across the
+//                  N/G replica groups
+// Collectives sum; backward already scaled the loss by 1/(N K). The local backend sums each
+// element in rank order in both all-reduce and reduce-scatter, so no_shard, shard_optim,
+// shard_grad_op and full_shard get bit-identical reduced gradients.
+#include "core/base/error.hpp"
+#include "core/fsdp/engine_impl.hpp"
+#include "core/kernels/elementwise.hpp"
+
+namespace shardlab {
+
+namespace {
+
+// dst (n elements of t) += src (n elements of t), widening to fp32 for the addition.
+void add_into(Device& dev, void* dst, const void* src, DType t, int64_t n) {
+  if (t == DType::f32) {
+    axpy(dev, static_cast<float*>(dst), 1.0f, static_cast<const float*>(src), n);
+    return;
+  }
+  Buffer a = dev.alloc(n * 4, MemCategory::workspace);
+  Buffer b = dev.alloc(n * 4, MemCategory::workspace);
+  cast_to_f32(dev, a.f32(), dst, t, n);
+  cast_to_f32(dev, b.f32(), src, t, n);
+  axpy(dev, a.f32(), 1.0f, b.f32(), n);
+  cast_from_f32(dev, dst, t, a.f32(), n);
+}
+
+}  // namespace
+
+float* Engine::Impl::grad_target(FsdpUnit& u) {
+  if (grads_direct()) return u.grads.f32();
+  if (u.dflat.empty())
+    u.dflat = dev.alloc_zeros(u.layout.padded_numel() * 4, MemCategory::grads_unsharded);
+  return u.dflat.f32();
+}
+
+void Engine::Impl::after_unit_backward(FsdpUnit& u, bool last_micro) {
+  if (full_grads()) {
+    if (!grads_direct()) {
+      // Fold this micro-batch's fp32 gradient into the reduce_dtype full gradient.
+      const int64_t P = u.layout.padded_numel();
+      if (u.grads_fresh) {
+        cast_from_f32(dev, u.grads.data(), cfg.reduce_dtype, u.dflat.f32(), P);
+      } else {
+        Buffer kept = dev.alloc(P * 4, MemCategory::workspace);
+        cast_to_f32(dev, kept.f32(), u.grads.data(), cfg.reduce_dtype, P);
+        axpy(dev, u.dflat.f32(), 1.0f, kept.f32(), P);
+        cast_from_f32(dev, u.grads.data(), cfg.reduce_dtype, u.dflat.f32(), P);
+      }
+      u.dflat.reset();
+    }
+    u.grads_fresh = false;
+    if (last_micro) issue_reduce(u);
+  } else {
+    if (cfg.accum_mode == AccumMode::no_sync && !last_micro) return;  // keep dflat for the next
+    issue_reduce(u);
+  }
+  // One reduction stays in flight behind the next unit's backward; older ones complete now.
+  drain(1);
+}
+
+void Engine::Impl::issue_reduce(FsdpUnit& u) {
+  const int64_t P = u.layout.padded_numel(), S = u.own.size;
+  const DType rd = cfg.reduce_dtype;
+  PendingReduce p;
+  p.unit = u.id;
+  if (full_grads()) {
+    char* g = static_cast<char*>(u.grads.data());
+    p.recv = g + u.own.offset * rsz();
+    if (shard_comm)
+      p.work = shard_comm->reduce_scatter(g, p.recv, S, rd, ReduceOp::sum, true, {u.id, "grads"});
+    else if (replica_comm)
+      p.work = replica_comm->all_reduce(g, g, P, rd, ReduceOp::sum, true, {u.id, "grads"});
+  } else {
+    const void* send = u.dflat.data();
+    if (rd != DType::f32) {
+      p.staging = dev.alloc(P * rsz(), MemCategory::comm_buffers);
+      cast_from_f32(dev, p.staging.data(), rd, u.dflat.f32(), P);
+      send = p.staging.data();
+      u.dflat.reset();
+    } else {
+      p.dflat = std::move(u.dflat);  // the collective reads it: free it once that is done
+    }
+    if (u.grads_fresh) {
+      p.recv = u.grads.data();
+    } else {
+      p.recv_tmp = dev.alloc(S * rsz(), MemCategory::comm_buffers);
+      p.recv = p.recv_tmp.data();
+    }
+    if (shard_comm)
+      p.work = shard_comm->reduce_scatter(send, p.recv, S, rd, ReduceOp::sum, true,
+                                          {u.id, "grads"});
+    else
+      dev.copy(p.recv, send, S * rsz());  // a group of one: the whole gradient is the shard
+    u.grads_fresh = false;
+  }
+  pending.push_back(std::move(p));
+}
+
+void Engine::Impl::complete(PendingReduce& p) {
+  p.work.wait();
+  FsdpUnit& u = units[p.unit];
+  const int64_t S = u.own.size;
+  if (!full_grads() && replica_comm) {
+    // hybrid_shard: every group reduced its own data; sum the shards across the groups.
+    replica_comm->all_reduce(p.recv, p.recv, S, cfg.reduce_dtype, ReduceOp::sum, false,
+                             {u.id, "grads"});
+  }
+  if (!p.recv_tmp.empty()) add_into(dev, u.grads.data(), p.recv_tmp.data(), cfg.reduce_dtype, S);
+}
+
+void Engine::Impl::drain(size_t keep) {
+  while (pending.size() > keep) {
+    complete(pending.front());
+    pending.pop_front();
+  }
+}
+
+}  // namespace shardlab

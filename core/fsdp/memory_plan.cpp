@@ -1,0 +1,127 @@
+// The memory planner: persistent state from the strategy table, transient state from the engine's
+// schedule, and a fixed-width table for `shardlab plan`.
+#include "core/fsdp/memory_plan.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include "core/base/error.hpp"
+#include "core/fsdp/flat_param.hpp"
+#include "core/model/params.hpp"
+
+namespace shardlab {
+
+int64_t PlanInput::psi() const {
+  return std::accumulate(unit_numels.begin(), unit_numels.end(), int64_t{0});
+}
+
+int64_t MemoryPlan::persistent_total() const {
+  return std::accumulate(persistent.begin(), persistent.end(), int64_t{0});
+}
+
+int64_t MemoryPlan::peak_total() const {
+  return persistent_total() + std::accumulate(transient.begin(), transient.end(), int64_t{0});
+}
+
+MemArray MemoryPlan::peak_by_category() const {
+  MemArray out{};
+  for (int i = 0; i < kNumMemCategories; ++i) out[i] = persistent[i] + transient[i];
+  return out;
+}
+
+StateBytes state_bytes(DType param_dtype, DType reduce_dtype, int64_t optim_bytes) {
+  const int64_t master = param_dtype == DType::f32 ? 0 : 4;
+  return {static_cast<int64_t>(dtype_size(param_dtype)),
+          static_cast<int64_t>(dtype_size(reduce_dtype)), optim_bytes + master};
+}
+
+int64_t optimizer_bytes_per_param(const OptimizerConfig& o) {
+  if (o.kind == OptimizerKind::adamw) return 8;
+  return o.momentum != 0.0f ? 4 : 0;
+}
+
+double formula_persistent_bytes(Strategy s, double psi, int world, int hybrid_group,
+                                DType param_dtype, DType reduce_dtype) {
+  const StateBytes b = state_bytes(param_dtype, reduce_dtype);
+  const double p = static_cast<double>(b.params), g = static_cast<double>(b.grads),
+               o = static_cast<double>(b.optimizer);
+  const double n = world;
+  switch (s) {
+    case Strategy::no_shard: return (p + g + o) * psi;
+    case Strategy::shard_optim: return (p + g) * psi + o * psi / n;
+    case Strategy::shard_grad_op: return p * psi + (g + o) * psi / n;
+    case Strategy::full_shard: return (p + g + o) * psi / n;
+    case Strategy::hybrid_shard:
+      return (p + g + o) * psi / shard_group_size(s, world, hybrid_group);
+  }
+  return 0;
+}
+
+namespace {
+
+int64_t& at(MemArray& a, MemCategory c) { return a[static_cast<int>(c)]; }
+
+}  // namespace
+
+MemoryPlan plan_memory(const PlanInput& in) {
+  SL_CHECK(in.world >= 1, "plan: world size ", in.world, " must be at least 1");
+  MemoryPlan plan;
+  plan.input = in;
+  if (in.model) {
+    plan.input.unit_numels.clear();
+    for (int u = 0; u < num_units(*in.model); ++u)
+      plan.input.unit_numels.push_back(unit_layout(*in.model, u).numel);
+  }
+  SL_CHECK(!plan.input.unit_numels.empty(), "plan: no units (give Psi or a model)");
+  plan.group = shard_group_size(in.strategy, in.world,
+                                in.hybrid_group > 0 ? in.hybrid_group : in.world);
+  const StateBytes b = state_bytes(in.param_dtype, in.reduce_dtype, in.optim_bytes);
+  const bool full_p = keeps_full_params(in.strategy), full_g = keeps_full_grads(in.strategy),
+             full_o = keeps_full_optim(in.strategy);
+  for (int64_t n : plan.input.unit_numels) {
+    SL_CHECK(n >= 0, "plan: unit size ", n, " is negative");
+    const int64_t padded = round_up(n, plan.group), shard = padded / plan.group;
+    plan.padded_psi += padded;
+    at(plan.persistent, MemCategory::params) += (full_p ? padded : shard) * b.params;
+    at(plan.persistent, MemCategory::grads) += (full_g ? padded : shard) * b.grads;
+    at(plan.persistent, MemCategory::optimizer_state) += (full_o ? padded : shard) * b.optimizer;
+  }
+  const double exact = formula_persistent_bytes(in.strategy, static_cast<double>(plan.input.psi()),
+                                                in.world, plan.group, in.param_dtype,
+                                                in.reduce_dtype);
+  plan.padding_bytes = plan.persistent_total() - static_cast<int64_t>(exact + 0.5);
+  if (in.model) plan_step_transient(plan);
+  return plan;
+}
+
+std::string format_plan_table(const std::vector<MemoryPlan>& plans, bool decimal) {
+  const double unit = decimal ? 1e9 : 1048576.0;
+  const char* uname = decimal ? "GB" : "MiB";
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-14s %4s %4s %10s %10s %10s %10s %10s %10s %10s  %s\n",
+                "strategy", "N", "G", "params", "grads", "optim", "persist", "transient",
+                "peak", "padding", "fits");
+  out += line;
+  std::snprintf(line, sizeof line, "%-14s %4s %4s %10s %10s %10s %10s %10s %10s %10s\n", "", "",
+                "", uname, uname, uname, uname, uname, uname, "bytes");
+  out += line;
+  for (const MemoryPlan& p : plans) {
+    const auto v = [&](int64_t b) { return static_cast<double>(b) / unit; };
+    int64_t transient = p.peak_total() - p.persistent_total();
+    std::snprintf(line, sizeof line,
+                  "%-14s %4d %4d %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10lld  %s\n",
+                  strategy_name(p.input.strategy), p.input.world, p.group,
+                  v(p.persistent[static_cast<int>(MemCategory::params)]),
+                  v(p.persistent[static_cast<int>(MemCategory::grads)]),
+                  v(p.persistent[static_cast<int>(MemCategory::optimizer_state)]),
+                  v(p.persistent_total()), v(transient), v(p.peak_total()),
+                  static_cast<long long>(p.padding_bytes),
+                  p.input.capacity <= 0 ? "-" : (p.fits() ? "yes" : "NO"));
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace shardlab

@@ -1,0 +1,317 @@
+// The planner's transient part: one training step of the engine replayed with byte counts only.
+// Each function below mirrors the engine function of the same name (engine.cpp, unshard.cpp,
+// grad_reduce.cpp, optim_step.cpp) and the scratch the model's layers take inside their calls
+// (core/model/block.cpp, head.cpp, core/kernels/attention.cpp). When one of those changes what it
+// allocates, this file changes with it; the planner test compares against measured peaks.
+#include <deque>
+#include <string>
+
+#include "core/base/error.hpp"
+#include "core/fsdp/flat_param.hpp"
+#include "core/fsdp/memory_plan.hpp"
+#include "core/model/layers.hpp"
+#include "core/model/params.hpp"
+
+namespace shardlab {
+
+namespace {
+
+constexpr MemCategory kPu = MemCategory::params_unsharded, kGu = MemCategory::grads_unsharded,
+                      kAct = MemCategory::activations, kWs = MemCategory::workspace,
+                      kCb = MemCategory::comm_buffers;
+
+// The local backend's reduction staging (core/comm/reduce.cpp, reduce_staging_bytes).
+int64_t local_staging_bytes(int64_t len, DType t) {
+  const int64_t block = std::min<int64_t>(len, 8192);
+  return block * 4 + (t == DType::f32 ? 0 : block * 2);
+}
+
+struct SimUnit {
+  int64_t P = 0, S = 0;
+  bool inflight = false, unsharded = false, dflat = false, fresh = true;
+};
+
+struct SimPending {
+  int unit = 0;
+  int64_t staging = 0, recv_tmp = 0, dflat = 0, comm = 0;
+};
+
+class StepSim {
+ public:
+  explicit StepSim(MemoryPlan& plan) : plan_(plan), in_(plan.input), cfg_(*in_.model) {
+    cur_ = plan.persistent;
+    for (int64_t b : cur_) total_ += b;
+    peak_ = total_;
+    at_peak_ = cur_;
+    where_ = "start";
+    G_ = plan.group;
+    N_ = in_.world;
+    replica_ = in_.strategy == Strategy::no_shard ? N_
+               : in_.strategy == Strategy::hybrid_shard ? N_ / G_
+                                                        : 1;
+    for (int64_t n : in_.unit_numels) {
+      SimUnit u;
+      u.P = round_up(n, G_);
+      u.S = G_ > 1 ? u.P / G_ : u.P;
+      units_.push_back(u);
+    }
+  }
+
+  void run() {
+    if (in_.token_buffers) {
+      const int T = in_.seq_len > 0 ? in_.seq_len : cfg_.max_seq_len;
+      alloc(kAct, 2 * static_cast<int64_t>(in_.batch) * in_.accum * T * 4);
+    }
+    for (int k = 0; k < in_.accum; ++k) forward_backward(k == in_.accum - 1);
+    if (in_.clip) clip();
+    optimizer_step();
+    MemArray tr{};
+    for (int i = 0; i < kNumMemCategories; ++i) tr[i] = at_peak_[i] - plan_.persistent[i];
+    plan_.transient = tr;
+    plan_.peak_where = where_;
+  }
+
+ private:
+  // ---- bookkeeping
+  void alloc(MemCategory c, int64_t b, const char* what = nullptr) {
+    cur_[static_cast<int>(c)] += b;
+    total_ += b;
+    if (total_ > peak_) {
+      peak_ = total_;
+      at_peak_ = cur_;
+      where_ = what ? std::string(what) : phase_;
+    }
+  }
+  void release(MemCategory c, int64_t b) {
+    cur_[static_cast<int>(c)] -= b;
+    total_ -= b;
+  }
+  int64_t p() const { return dtype_size(in_.param_dtype); }
+  int64_t r() const { return dtype_size(in_.reduce_dtype); }
+  bool mixed() const { return in_.param_dtype != DType::f32; }
+  bool full_grads() const { return keeps_full_grads(in_.strategy); }
+  bool gathers() const { return gathers_params_per_unit(in_.strategy) && G_ > 1; }
+  bool direct() const { return full_grads() && in_.reduce_dtype == DType::f32; }
+  int64_t staging(int64_t len) const {
+    return in_.local_staging ? local_staging_bytes(len, in_.reduce_dtype) : 0;
+  }
+
+  // ---- unshard.cpp
+  void issue_gather(SimUnit& u) {
+    alloc(kPu, u.P * p());
+    u.inflight = true;
+    ++inflight_;
+  }
+  void unshard_at(const std::vector<int>& order, int i) {
+    SimUnit& u = units_[order[i]];
+    if (u.unsharded) return;
+    if (gathers()) {
+      if (!u.inflight) issue_gather(u);
+      for (int j = i + 1; j <= i + in_.prefetch && j < static_cast<int>(order.size()); ++j) {
+        SimUnit& n = units_[order[j]];
+        if (n.unsharded || n.inflight) continue;
+        if (in_.max_inflight_gathers > 0 && inflight_ >= in_.max_inflight_gathers) break;
+        issue_gather(n);
+      }
+      u.inflight = false;
+      --inflight_;
+    }
+    if (mixed()) alloc(kWs, u.P * 4);
+    u.unsharded = true;
+  }
+  void reshard(SimUnit& u) {
+    if (!u.unsharded) return;
+    if (mixed()) release(kWs, u.P * 4);
+    if (gathers()) release(kPu, u.P * p());
+    u.unsharded = false;
+  }
+
+  // ---- grad_reduce.cpp
+  void grad_target(SimUnit& u) {
+    if (direct() || u.dflat) return;
+    alloc(kGu, u.P * 4);
+    u.dflat = true;
+  }
+  void after_unit_backward(int id, bool last) {
+    SimUnit& u = units_[id];
+    if (full_grads()) {
+      if (!direct()) {
+        if (!u.fresh) {
+          alloc(kWs, u.P * 4);
+          release(kWs, u.P * 4);
+        }
+        release(kGu, u.P * 4);
+        u.dflat = false;
+      }
+      u.fresh = false;
+      if (last) issue_reduce(id);
+    } else {
+      if (in_.accum_mode == AccumMode::no_sync && !last) return;
+      issue_reduce(id);
+    }
+    drain(1);
+  }
+  void issue_reduce(int id) {
+    SimUnit& u = units_[id];
+    SimPending q;
+    q.unit = id;
+    if (full_grads()) {
+      if (G_ > 1) q.comm = staging(u.S);                         // reduce-scatter in place
+      else if (replica_ > 1) q.comm = staging(u.P / replica_ + 1);  // all-reduce chunk
+    } else {
+      if (in_.reduce_dtype != DType::f32) {
+        q.staging = u.P * r();
+        alloc(kCb, q.staging);
+        release(kGu, u.P * 4);
+      } else {
+        q.dflat = u.P * 4;
+      }
+      u.dflat = false;
+      if (!u.fresh) {
+        q.recv_tmp = u.S * r();
+        alloc(kCb, q.recv_tmp);
+      }
+      if (G_ > 1) q.comm = staging(u.S);
+      u.fresh = false;
+    }
+    if (q.comm) alloc(kCb, q.comm);
+    pending_.push_back(q);
+  }
+  void complete(const SimPending& q) {
+    const SimUnit& u = units_[q.unit];
+    if (q.comm) release(kCb, q.comm);
+    if (!full_grads() && replica_ > 1) {
+      const int64_t s = staging(u.S / replica_ + 1);
+      alloc(kCb, s);
+      release(kCb, s);
+    }
+    if (q.recv_tmp && in_.reduce_dtype != DType::f32) {
+      alloc(kWs, 2 * u.S * 4);
+      release(kWs, 2 * u.S * 4);
+    }
+    if (q.staging) release(kCb, q.staging);
+    if (q.recv_tmp) release(kCb, q.recv_tmp);
+    if (q.dflat) release(kGu, q.dflat);
+  }
+  void drain(size_t keep) {
+    while (pending_.size() > keep) {
+      complete(pending_.front());
+      pending_.pop_front();
+    }
+  }
+
+  // ---- engine.cpp
+  void forward_backward(bool last) {
+    const int L = cfg_.n_layer, B = in_.batch;
+    const int T = in_.seq_len > 0 ? in_.seq_len : cfg_.max_seq_len;
+    const int64_t btc = static_cast<int64_t>(B) * T * cfg_.n_embd;
+    const int64_t bt = static_cast<int64_t>(B) * T;
+    const int64_t block_acts = BlockActivations::bytes_for(cfg_, B, T);
+    const int64_t head_acts = HeadActivations::bytes_for(cfg_, B, T);
+    std::vector<int> fwd, bwd{kRootUnit};
+    for (int u = 0; u < static_cast<int>(units_.size()); ++u) fwd.push_back(u);
+    for (int u = static_cast<int>(units_.size()) - 1; u >= 1; --u) bwd.push_back(u);
+    SimUnit& root = units_[kRootUnit];
+
+    phase_ = "forward";
+    alloc(kAct, (L + 1) * btc * 4);
+    unshard_at(fwd, 0);
+    for (int l = 0; l < L; ++l) {
+      phase_ = "forward block " + std::to_string(l);
+      unshard_at(fwd, 1 + l);
+      alloc(kAct, block_acts);
+      if (in_.act_ckpt) {
+        release(kAct, block_acts);
+      }
+      reshard(units_[block_unit(l)]);
+    }
+    phase_ = "forward head";
+    alloc(kAct, head_acts);
+    reshard(root);
+
+    phase_ = "backward head";
+    alloc(kWs, btc * 4);  // dres
+    unshard_at(bwd, 0);
+    grad_target(root);
+    // head_backward: dlogits (B*T, V) and dlnf (B*T, C)
+    alloc(kWs, bt * cfg_.vocab_size * 4);
+    alloc(kWs, btc * 4);
+    release(kWs, btc * 4);
+    release(kWs, bt * cfg_.vocab_size * 4);
+    release(kAct, head_acts);
+    for (int l = L - 1; l >= 0; --l) {
+      phase_ = "backward block " + std::to_string(l);
+      SimUnit& u = units_[block_unit(l)];
+      unshard_at(bwd, L - l);
+      if (in_.act_ckpt) {
+        alloc(kAct, block_acts);
+          alloc(kWs, btc * 4);
+        release(kWs, btc * 4);
+      }
+      grad_target(u);
+      // block_backward: wide (B*T, 4C), narrow (B*T, C), attention's (NH, T, T)
+      alloc(kWs, 4 * btc * 4);
+      alloc(kWs, btc * 4);
+      const int64_t att = static_cast<int64_t>(cfg_.n_head) * T * T * 4;
+      alloc(kWs, att);
+      release(kWs, att);
+      release(kWs, btc * 4);
+      release(kWs, 4 * btc * 4);
+      release(kAct, block_acts);
+      reshard(u);
+      after_unit_backward(block_unit(l), last);
+    }
+    phase_ = "backward embedding";
+    grad_target(root);
+    reshard(root);
+    after_unit_backward(kRootUnit, last);
+    release(kWs, btc * 4);
+    release(kAct, (L + 1) * btc * 4);
+    drain(0);
+  }
+
+  // ---- optim_step.cpp
+  void clip() {
+    phase_ = "clip";
+    drain(0);
+    for (const SimUnit& u : units_)
+      if (in_.reduce_dtype != DType::f32) {
+        alloc(kWs, u.S * 4);
+        release(kWs, u.S * 4);
+      }
+  }
+  void optimizer_step() {
+    phase_ = "optimizer";
+    drain(0);
+    for (SimUnit& u : units_) {
+      if (in_.reduce_dtype != DType::f32) {
+        alloc(kWs, u.S * 4);
+        release(kWs, u.S * 4);
+      }
+      u.fresh = true;
+    }
+  }
+
+  MemoryPlan& plan_;
+  const PlanInput& in_;
+  const GPTConfig& cfg_;
+  int G_ = 1, N_ = 1, replica_ = 1;
+  std::vector<SimUnit> units_;
+  std::deque<SimPending> pending_;
+  int inflight_ = 0;
+  MemArray cur_{}, at_peak_{};
+  int64_t total_ = 0, peak_ = 0;
+  std::string phase_, where_;
+};
+
+}  // namespace
+
+void plan_step_transient(MemoryPlan& plan) {
+  SL_CHECK(plan.input.model.has_value(), "plan: the step schedule needs a model");
+  SL_CHECK(plan.input.batch >= 1 && plan.input.accum >= 1, "plan: batch ", plan.input.batch,
+           " and accum ", plan.input.accum, " must be >= 1");
+  StepSim sim(plan);
+  sim.run();
+}
+
+}  // namespace shardlab

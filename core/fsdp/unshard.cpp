@@ -1,0 +1,64 @@
+// Unshard and reshard: the all-gather of a unit's parameter shards into its full flat buffer
+// (params_unsharded), prefetch of the next units' all-gathers while one computes, the fp32 compute
+// copy under mixed precision, and freeing it all again.
+#include "core/base/error.hpp"
+#include "core/fsdp/engine_impl.hpp"
+#include "core/kernels/elementwise.hpp"
+
+namespace shardlab {
+
+void Engine::Impl::issue_gather(FsdpUnit& u) {
+  const int64_t P = u.layout.padded_numel();
+  u.gathered = dev.alloc(P * psz(), MemCategory::params_unsharded);
+  if (rec) rec->unit(u.id, UnitState::gathering);
+  // Rank r's shard lands at [r*S, (r+1)*S): the padded flat buffer, ready for views.
+  u.gather_work = shard_comm->all_gather(u.params.data(), u.gathered.data(), u.own.size,
+                                         cfg.param_dtype, /*async=*/true, {u.id, "params"});
+  u.gather_inflight = true;
+  ++inflight_gathers;
+}
+
+void Engine::Impl::unshard_at(const std::vector<int>& order, int i) {
+  FsdpUnit& u = units[order[i]];
+  if (u.unsharded) return;
+  if (gathers()) {
+    if (!u.gather_inflight) issue_gather(u);
+    // Prefetch: the next units' all-gathers queue behind this one on the communicator and run
+    // while this unit computes. Bounded by the depth and by the all-gathers already in flight.
+    for (int j = i + 1; j <= i + cfg.prefetch && j < static_cast<int>(order.size()); ++j) {
+      FsdpUnit& n = units[order[j]];
+      if (n.unsharded || n.gather_inflight) continue;
+      if (cfg.max_inflight_gathers > 0 && inflight_gathers >= cfg.max_inflight_gathers) break;
+      issue_gather(n);
+    }
+    u.gather_work.wait();
+    u.gather_inflight = false;
+    --inflight_gathers;
+  }
+  if (mixed()) {
+    // CPU kernels compute in fp32: widen the gathered (or full) param_dtype buffer once per use.
+    const int64_t P = u.layout.padded_numel();
+    u.compute = dev.alloc(P * 4, MemCategory::workspace);
+    cast_to_f32(dev, u.compute.f32(), gathers() ? u.gathered.data() : u.params.data(),
+                cfg.param_dtype, P);
+  }
+  u.unsharded = true;
+  if (rec && (gathers() || mixed())) rec->unit(u.id, UnitState::unsharded);
+}
+
+void Engine::Impl::reshard(FsdpUnit& u) {
+  if (!u.unsharded) return;
+  u.compute.reset();
+  u.gathered.reset();
+  u.unsharded = false;
+  if (rec && (gathers() || mixed())) rec->unit(u.id, UnitState::resharded);
+}
+
+const float* Engine::Impl::compute_params(const FsdpUnit& u) const {
+  SL_CHECK(u.unsharded, "engine: unit ", u.id, " used while sharded");
+  if (mixed()) return u.compute.f32();
+  if (gathers()) return u.gathered.f32();
+  return u.params.f32();
+}
+
+}  // namespace shardlab

@@ -1,0 +1,240 @@
+// How the local backend and the launcher fail: a rank that throws ends launch() with RankFailure
+// naming it while the others are released from their collectives; mismatched calls raise
+// CommError naming the ranks and values; bad arguments and options are named clearly.
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/comm/launcher.hpp"
+
+using namespace shardlab;
+
+namespace {
+
+LaunchOptions ranks(int n) {
+  LaunchOptions o;
+  o.ranks = n;
+  return o;
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Runs launch() and returns the RankFailure it throws (fails the test when it throws none).
+template <typename F>
+RankFailure expect_rank_failure(const LaunchOptions& o, F fn) {
+  try {
+    launch(o, fn);
+  } catch (const RankFailure& e) {
+    return e;
+  }
+  ADD_FAILURE() << "launch() returned without RankFailure";
+  return RankFailure(-1, "");
+}
+
+TEST(CommFailure, RankThrowingMidCollectiveEndsLaunchWithRankFailureNamingIt) {
+  const int n = 4;
+  std::mutex mu;
+  std::vector<std::string> secondary;
+  RankFailure f = expect_rank_failure(ranks(n), [&](RankContext& ctx) {
+    std::vector<float> a(1000, 1.0f), b(1000 * n);
+    ctx.comm->all_reduce(a.data(), a.data(), 1000, DType::f32);  // everyone, once
+    // Rank 2 fails; the others block in an async all_gather, a blocking all_reduce and a
+    // subgroup's collective.
+    if (ctx.rank == 2) throw std::runtime_error("boom in step 3");
+    std::unique_ptr<Communicator> sub;
+    try {
+      Work w = ctx.comm->all_gather(a.data(), b.data(), 1000, DType::f32, true);
+      ctx.comm->all_reduce(a.data(), a.data(), 1000, DType::f32);
+      w.wait();
+    } catch (const CommError& e) {
+      std::lock_guard<std::mutex> lk(mu);
+      secondary.push_back(e.what());
+    }
+    // A collective entered after the abort fails at once as well.
+    try {
+      ctx.comm->barrier();
+    } catch (const CommError& e) {
+      std::lock_guard<std::mutex> lk(mu);
+      secondary.push_back(e.what());
+      throw;
+    }
+  });
+  EXPECT_EQ(f.rank(), 2);
+  EXPECT_TRUE(contains(f.what(), "rank 2: boom in step 3")) << f.what();
+  ASSERT_EQ(secondary.size(), size_t(2 * (n - 1)));
+  for (const std::string& m : secondary) {
+    // Names the rank it was raised on, then the failed rank.
+    EXPECT_TRUE(m.rfind("rank 0: aborted: rank 2 failed: boom in step 3", 0) == 0 ||
+                m.rfind("rank 1: aborted: rank 2 failed: boom in step 3", 0) == 0 ||
+                m.rfind("rank 3: aborted: rank 2 failed: boom in step 3", 0) == 0)
+        << m;
+  }
+}
+
+TEST(CommFailure, RankFailingInsideSubgroupCollectiveReleasesEveryGroup) {
+  const int n = 4;
+  RankFailure f = expect_rank_failure(ranks(n), [&](RankContext& ctx) {
+    std::unique_ptr<Communicator> pair = ctx.comm->split(ctx.rank / 2, 0);
+    float x = 1;
+    if (ctx.rank == 3) SL_THROW(InvalidArgument, "bad batch size 0");
+    pair->all_reduce(&x, &x, 1, DType::f32);  // rank 2 waits for rank 3 here
+    ctx.comm->all_reduce(&x, &x, 1, DType::f32);
+  });
+  EXPECT_EQ(f.rank(), 3);
+  EXPECT_TRUE(contains(f.what(), "rank 3: bad batch size 0")) << f.what();
+  EXPECT_FALSE(contains(f.what(), "rank 3: rank 3:")) << f.what();
+}
+
+TEST(CommFailure, MismatchedCountNamesRanksAndValues) {
+  const int n = 3;
+  std::mutex mu;
+  std::vector<std::string> messages;
+  launch(ranks(n), [&](RankContext& ctx) {
+    std::vector<float> a(64, 1.0f);
+    const int64_t count = ctx.rank == 1 ? 12 : 10;
+    try {
+      ctx.comm->all_reduce(a.data(), a.data(), count, DType::f32);
+      ADD_FAILURE() << "rank " << ctx.rank << ": mismatched all_reduce did not throw";
+    } catch (const CommError& e) {
+      std::lock_guard<std::mutex> lk(mu);
+      messages.push_back(e.what());
+    }
+    // The communicator stays usable: the next matching call works.
+    float x = float(ctx.rank);
+    ctx.comm->all_reduce(&x, &x, 1, DType::f32);
+    EXPECT_EQ(x, 3.0f);
+  });
+  ASSERT_EQ(messages.size(), size_t(n));
+  for (const std::string& m : messages)
+    EXPECT_TRUE(contains(m, "all_reduce: ranks disagree on count: rank 0 has 10, rank 1 has 12, "
+                            "rank 2 has 10"))
+        << m;
+}
+
+TEST(CommFailure, MismatchedDtypeOpAndRootAreNamed) {
+  const int n = 2;
+  std::mutex mu;
+  std::vector<std::string> messages;
+  launch(ranks(n), [&](RankContext& ctx) {
+    std::vector<float> a(64, 1.0f), b(128);
+    auto expect_comm_error = [&](auto call) {
+      try {
+        call();
+        ADD_FAILURE() << "no CommError";
+      } catch (const CommError& e) {
+        if (ctx.rank == 0) {
+          std::lock_guard<std::mutex> lk(mu);
+          messages.push_back(e.what());
+        }
+      }
+    };
+    const bool r1 = ctx.rank == 1;
+    expect_comm_error([&] {
+      ctx.comm->all_gather(a.data(), b.data(), 8, r1 ? DType::bf16 : DType::f32);
+    });
+    expect_comm_error([&] {
+      if (r1)
+        ctx.comm->all_gather(a.data(), b.data(), 8, DType::f32);
+      else
+        ctx.comm->all_reduce(a.data(), b.data(), 8, DType::f32);
+    });
+    expect_comm_error([&] { ctx.comm->broadcast(a.data(), 8, DType::f32, r1 ? 1 : 0); });
+    expect_comm_error([&] {
+      ctx.comm->reduce_scatter(a.data(), b.data(), 8, DType::f32,
+                               r1 ? ReduceOp::avg : ReduceOp::sum);
+    });
+  });
+  ASSERT_EQ(messages.size(), 4u);
+  EXPECT_TRUE(contains(messages[0], "ranks disagree on dtype: rank 0 has f32, rank 1 has bf16"))
+      << messages[0];
+  EXPECT_TRUE(contains(messages[1],
+                       "ranks disagree on the collective: rank 0 has all_reduce, rank 1 has "
+                       "all_gather"))
+      << messages[1];
+  EXPECT_TRUE(contains(messages[2], "ranks disagree on root: rank 0 has 0, rank 1 has 1"))
+      << messages[2];
+  EXPECT_TRUE(contains(messages[3], "ranks disagree on the reduce op: rank 0 has sum, rank 1 "
+                                    "has avg"))
+      << messages[3];
+}
+
+TEST(CommFailure, UncaughtMismatchBecomesRankFailure) {
+  RankFailure f = expect_rank_failure(ranks(2), [&](RankContext& ctx) {
+    float a[4] = {}, b[4];
+    ctx.comm->all_reduce(a, b, ctx.rank == 0 ? 4 : 3, DType::f32);
+  });
+  EXPECT_TRUE(f.rank() == 0 || f.rank() == 1);
+  EXPECT_TRUE(contains(f.what(), "ranks disagree on count: rank 0 has 4, rank 1 has 3"))
+      << f.what();
+}
+
+TEST(CommFailure, RankReturningEarlyReleasesTheOthers) {
+  RankFailure f = expect_rank_failure(ranks(3), [&](RankContext& ctx) {
+    if (ctx.rank == 1) return;  // skips the collective below
+    float x = 1;
+    ctx.comm->all_reduce(&x, &x, 1, DType::f32);
+  });
+  EXPECT_NE(f.rank(), 1);
+  EXPECT_TRUE(contains(f.what(), "rank 1 left the communicator without calling all_reduce"))
+      << f.what();
+}
+
+TEST(CommFailure, StagingBeyondTheMemoryLimitIsOutOfMemoryOnComm) {
+  LaunchOptions o = ranks(2);
+  o.mem_limit = 64 * 1024;
+  RankFailure f = expect_rank_failure(o, [&](RankContext& ctx) {
+    Buffer b = ctx.device->alloc_zeros(40 * 1024, MemCategory::params);
+    // 10240 elements: each rank stages 5120 * 4 bytes, which does not fit beside 40 KiB... twice.
+    Buffer c = ctx.device->alloc_zeros(8 * 1024, MemCategory::workspace);
+    ctx.comm->all_reduce(b.data(), b.data(), 10240, DType::f32);
+  });
+  EXPECT_TRUE(contains(f.what(), "out of memory: comm_buffers requested")) << f.what();
+}
+
+TEST(CommFailure, BadArgumentsAreNamedOnTheCallingRank) {
+  launch(ranks(2), [&](RankContext& ctx) {
+    float a[4] = {};
+    try {
+      ctx.comm->all_gather(a, a, -1, DType::f32);
+      ADD_FAILURE() << "negative count accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_TRUE(contains(e.what(), "rank " + std::to_string(ctx.rank) +
+                                         ": local all_gather: count -1 is negative"))
+          << e.what();
+    }
+    EXPECT_THROW(ctx.comm->broadcast(a, 4, DType::f32, 2), InvalidArgument);
+    EXPECT_THROW(ctx.comm->all_reduce(nullptr, a, 4, DType::f32), InvalidArgument);
+    EXPECT_THROW(ctx.comm->split(-1, 0), InvalidArgument);
+    ctx.comm->barrier();  // nothing was half-issued: the ranks still agree
+  });
+}
+
+TEST(CommFailure, LaunchOptionsAreChecked) {
+  auto fn = [](RankContext&) {};
+  LaunchOptions o;
+  o.backend = "gloo";
+  try {
+    launch(o, fn);
+    ADD_FAILURE() << "unknown backend accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_TRUE(contains(e.what(), "unknown backend 'gloo' (expected local, mpi or nccl)"));
+  }
+  o.backend = "nccl";
+  EXPECT_THROW(launch(o, fn), InvalidArgument);
+  o = ranks(0);
+  EXPECT_THROW(launch(o, fn), InvalidArgument);
+  o = ranks(2);
+  o.device = "tpu";
+  RankFailure f = expect_rank_failure(o, fn);
+  EXPECT_TRUE(contains(f.what(), "unknown device 'tpu'")) << f.what();
+  o.device = "cuda";  // this CPU build has no CUDA; a CUDA build refuses local + cuda
+  f = expect_rank_failure(o, fn);
+  EXPECT_TRUE(contains(f.what(), "CUDA") || contains(f.what(), "nccl")) << f.what();
+}
+
+}  // namespace

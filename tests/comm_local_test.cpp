@@ -1,0 +1,291 @@
+// The local backend's promises beyond single results: rank-order determinism (all_reduce is
+// bit-identical to reduce_scatter + all_gather and to a sequential reference), async collectives
+// overlapping compute in issue order, staging charged as comm_buffers, traffic counts, split
+// ordering, barrier, and one trace span per collective.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/comm/comm_common.hpp"
+#include "core/comm/launcher.hpp"
+#include "core/comm/reduce.hpp"
+#include "core/trace/recorder.hpp"
+
+using namespace shardlab;
+
+namespace {
+
+LaunchOptions ranks(int n) {
+  LaunchOptions o;
+  o.ranks = n;
+  return o;
+}
+
+// Rank r's random input: values of mixed magnitude, and on every 4th element a cancellation
+// (rank 0 holds +2^15 + d, rank 1 its negation), so the order of summation shows in the bits
+// even after rounding to bf16 or f16.
+std::vector<float> random_input(int rank, int64_t count) {
+  std::mt19937 gen(1234 + rank);
+  std::uniform_real_distribution<float> mag(-8.0f, 6.0f);
+  std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+  std::vector<float> v(count);
+  for (int64_t i = 0; i < count; ++i) {
+    v[i] = mant(gen) * std::exp2(std::round(mag(gen)));
+    const float big = 32768.0f + 64.0f * float(i % 16);
+    if (i % 4 == 0 && rank == 0) v[i] = big;
+    if (i % 4 == 0 && rank == 1) v[i] = -big;
+  }
+  return v;
+}
+
+Buffer to_dtype(Device& dev, const std::vector<float>& v, DType t) {
+  Buffer b = dev.alloc(static_cast<int64_t>(v.size() * dtype_size(t)), MemCategory::workspace);
+  for (size_t i = 0; i < v.size(); ++i) store_from_f32(b.data(), i, t, v[i]);
+  return b;
+}
+
+// The contract written out: element i summed in rank order in f32, rounded once to t.
+std::vector<uint16_t> reference_bits(int n, int64_t count, DType t, ReduceOp op, bool reversed,
+                                     std::vector<float>* f32_out) {
+  std::vector<std::vector<float>> in;
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> v = random_input(r, count);
+    for (float& x : v) x = round_to(t, x);  // what the rank's buffer holds
+    in.push_back(std::move(v));
+  }
+  std::vector<uint16_t> bits(count);
+  if (f32_out) f32_out->assign(count, 0.0f);
+  for (int64_t i = 0; i < count; ++i) {
+    float acc = in[reversed ? n - 1 : 0][i];
+    for (int k = 1; k < n; ++k) acc = acc + in[reversed ? n - 1 - k : k][i];
+    if (op == ReduceOp::avg) acc = acc / static_cast<float>(n);
+    if (f32_out) (*f32_out)[i] = acc;
+    bits[i] = t == DType::bf16 ? f32_to_bf16_bits(acc) : f32_to_f16_bits(acc);
+  }
+  return bits;
+}
+
+TEST(CommLocal, AllReduceIsBitIdenticalToReduceScatterPlusAllGatherAndToRankOrder) {
+  const int n = 5;
+  const int64_t per_rank = 3001;  // not a multiple of the reduce block or of n's chunks
+  const int64_t count = n * per_rank;
+  std::mutex mu;
+  int compared = 0;
+  launch(ranks(n), [&](RankContext& ctx) {
+    Device& dev = *ctx.device;
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+        const int64_t bytes = count * int64_t(dtype_size(t));
+        Buffer in = to_dtype(dev, random_input(ctx.rank, count), t);
+        Buffer ar = dev.alloc(bytes, MemCategory::workspace);
+        Buffer shard = dev.alloc(per_rank * int64_t(dtype_size(t)), MemCategory::workspace);
+        Buffer rsag = dev.alloc(bytes, MemCategory::workspace);
+        ctx.comm->all_reduce(in.data(), ar.data(), count, t, op);
+        ctx.comm->reduce_scatter(in.data(), shard.data(), per_rank, t, op);
+        ctx.comm->all_gather(shard.data(), rsag.data(), per_rank, t);
+        EXPECT_EQ(std::memcmp(ar.data(), rsag.data(), size_t(bytes)), 0)
+            << dtype_name(t) << " " << reduce_op_name(op);
+
+        // Against the sequential reference, bit for bit; and the reversed order differs, so the
+        // comparison can tell orders apart.
+        std::vector<float> ref32, rev32;
+        std::vector<uint16_t> ref = reference_bits(n, count, t, op, false, &ref32);
+        std::vector<uint16_t> rev = reference_bits(n, count, t, op, true, &rev32);
+        if (t == DType::f32) {
+          EXPECT_EQ(std::memcmp(ar.data(), ref32.data(), size_t(bytes)), 0) << reduce_op_name(op);
+          EXPECT_NE(std::memcmp(rev32.data(), ref32.data(), size_t(bytes)), 0);
+        } else {
+          EXPECT_EQ(std::memcmp(ar.data(), ref.data(), size_t(bytes)), 0)
+              << dtype_name(t) << " " << reduce_op_name(op);
+          EXPECT_NE(ref, rev);
+        }
+        std::lock_guard<std::mutex> lk(mu);
+        ++compared;
+      }
+    }
+  });
+  EXPECT_EQ(compared, n * 6);
+}
+
+TEST(CommLocal, AsyncCollectivesOverlapComputeAndRunInIssueOrder) {
+  const int n = 4;
+  const int64_t count = 50000;
+  launch(ranks(n), [&](RankContext& ctx) {
+    Device& dev = *ctx.device;
+    // Two in-place sums of the same buffer, queued back to back: the second must see the first's
+    // result, so each element ends as n * (sum over ranks) exactly (small integers).
+    Buffer a = dev.alloc(count * 4, MemCategory::workspace);
+    Buffer g = dev.alloc(n * count * 4, MemCategory::workspace);
+    float* pa = a.f32();
+    for (int64_t i = 0; i < count; ++i) pa[i] = float((i + ctx.rank) % 10);
+    Work w1 = ctx.comm->all_reduce(pa, pa, count, DType::f32, ReduceOp::sum, true);
+    Work w2 = ctx.comm->all_reduce(pa, pa, count, DType::f32, ReduceOp::sum, true);
+    Work w3 = ctx.comm->all_gather(pa, g.data(), count, DType::f32, true);
+
+    // Compute on the rank thread meanwhile: a GEMM whose result is checked too.
+    const int m = 96;
+    std::vector<float> A(m * m, 1.0f), B(m * m, 2.0f), C(m * m, 0.0f);
+    for (int rep = 0; rep < 20; ++rep)
+      dev.gemm(false, false, m, m, m, 1.0f, A.data(), m, B.data(), m, 0.0f, C.data(), m);
+    for (float c : C) ASSERT_EQ(c, 2.0f * m);
+
+    // A blocking call issued behind pending async ones runs after them.
+    float root_value = float(ctx.rank) + 0.5f;
+    ctx.comm->broadcast(&root_value, 1, DType::f32, n - 1);
+    EXPECT_EQ(root_value, float(n - 1) + 0.5f);
+    EXPECT_TRUE(w1.done());  // earlier calls finished before a later one
+    EXPECT_TRUE(w2.done());
+    EXPECT_TRUE(w3.done());
+    w3.wait();
+    w1.wait();
+    w2.wait();
+    for (int64_t i = 0; i < count; ++i) {
+      float s = 0;
+      for (int r = 0; r < n; ++r) s += float((i + r) % 10);
+      ASSERT_EQ(pa[i], n * s) << "element " << i;
+      for (int r = 0; r < n; ++r) ASSERT_EQ(g.f32()[r * count + i], n * s) << "gathered " << r;
+    }
+  });
+}
+
+TEST(CommLocal, StagingIsChargedAsCommBuffersAndReturnsToZero) {
+  const int n = 3;
+  const int64_t count = 30000;  // rank r reduces its chunk of 10000 elements
+  launch(ranks(n), [&](RankContext& ctx) {
+    std::vector<int64_t> changes;
+    std::mutex mu;
+    ctx.tracker->set_listener([&](const MemoryTracker::Change& c) {
+      std::lock_guard<std::mutex> lk(mu);
+      if (c.category == MemCategory::comm_buffers) changes.push_back(c.delta);
+    });
+    for (DType t : {DType::f32, DType::bf16}) {
+      Buffer b = ctx.device->alloc(count * int64_t(dtype_size(t)), MemCategory::workspace);
+      ctx.device->fill_zero(b.data(), b.bytes());
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        changes.clear();
+      }
+      ctx.comm->all_reduce(b.data(), b.data(), count, t).wait();
+      const int64_t staged = reduce_staging_bytes(count / n, t);  // 8192 * (4 or 6)
+      EXPECT_EQ(staged, 8192 * (t == DType::f32 ? 4 : 6));
+      EXPECT_EQ(ctx.tracker->current(MemCategory::comm_buffers), 0);
+      std::lock_guard<std::mutex> lk(mu);
+      EXPECT_EQ(changes, (std::vector<int64_t>{staged, -staged})) << dtype_name(t);
+    }
+    EXPECT_EQ(ctx.tracker->peak(MemCategory::comm_buffers), 8192 * 6);
+    ctx.tracker->set_listener(nullptr);
+  });
+}
+
+TEST(CommLocal, TrafficCountsRingBytesPerRank) {
+  const int n = 4;
+  launch(ranks(n), [&](RankContext& ctx) {
+    const int64_t c = 1000;
+    Buffer a = ctx.device->alloc_zeros(n * c * 4, MemCategory::workspace);
+    Buffer b = ctx.device->alloc_zeros(n * c * 4, MemCategory::workspace);
+    ctx.comm->all_gather(a.data(), b.data(), c, DType::f32);
+    ctx.comm->reduce_scatter(a.data(), b.data(), c, DType::bf16);
+    ctx.comm->all_reduce(a.data(), b.data(), c, DType::f32, ReduceOp::sum, true).wait();
+    ctx.comm->broadcast(a.data(), c, DType::f16, 0);
+    Communicator::Traffic t = ctx.comm->traffic();
+    EXPECT_EQ(t.all_gather, c * 4 * (n - 1));
+    EXPECT_EQ(t.reduce_scatter, c * 2 * (n - 1));
+    EXPECT_EQ(t.all_reduce, 2 * c * 4 * (n - 1) / n);
+    EXPECT_EQ(t.broadcast, c * 2);
+    EXPECT_EQ(t.total(), t.all_gather + t.reduce_scatter + t.all_reduce + t.broadcast);
+  });
+}
+
+TEST(CommLocal, SplitOrdersRanksByKeyThenOldRank) {
+  const int n = 6;
+  launch(ranks(n), [&](RankContext& ctx) {
+    const int r = ctx.rank;
+    // Colors {0,1,0,1,0,1}; keys tie for ranks 0 and 2 (key 0), rank 4 has key -1.
+    const int color = r % 2;
+    const int key = r == 4 ? -1 : (r == 5 ? -5 : 0);
+    std::unique_ptr<Communicator> sub = ctx.comm->split(color, key);
+    const std::vector<int> want =
+        color == 0 ? std::vector<int>{4, 0, 2} : std::vector<int>{5, 1, 3};
+    ASSERT_EQ(sub->size(), 3);
+    std::vector<float> mine = {float(r)}, all(3, -1.0f);
+    sub->all_gather(mine.data(), all.data(), 1, DType::f32);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(all[i], float(want[i])) << "rank " << r;
+    EXPECT_EQ(want[sub->rank()], r);
+    // A split of the split still works and reaches only its members.
+    std::unique_ptr<Communicator> solo = sub->split(sub->rank(), 0);
+    EXPECT_EQ(solo->size(), 1);
+    float x = float(r);
+    solo->all_reduce(&x, &x, 1, DType::f32);
+    EXPECT_EQ(x, float(r));
+  });
+}
+
+TEST(CommLocal, BarrierWaitsForEveryRank) {
+  const int n = 4;
+  std::vector<int> seen(n, 0);
+  std::mutex mu;
+  launch(ranks(n), [&](RankContext& ctx) {
+    // Later ranks arrive later; without the barrier rank 0 would read before they write.
+    std::this_thread::sleep_for(std::chrono::milliseconds(10 * ctx.rank));
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      seen[ctx.rank] = 1;
+    }
+    ctx.comm->barrier();
+    std::lock_guard<std::mutex> lk(mu);
+    for (int r = 0; r < n; ++r) EXPECT_EQ(seen[r], 1) << "rank " << ctx.rank << " passed early";
+  });
+}
+
+TEST(CommLocal, EachCollectiveRecordsOneSpan) {
+  LaunchOptions o = ranks(2);
+  o.make_recorder = [](int rank) { return std::make_unique<Recorder>(rank, ""); };
+  launch(o, [&](RankContext& ctx) {
+    ASSERT_TRUE(ctx.recorder->enabled());
+    EXPECT_EQ(ctx.comm->recorder(), ctx.recorder);
+    float a[4] = {1, 2, 3, 4}, b[8];
+    int64_t before = ctx.recorder->event_count();
+    ctx.comm->all_gather(a, b, 4, DType::f32, false, {7, "params"});  // no staging: one span
+    EXPECT_EQ(ctx.recorder->event_count(), before + 1);
+    before = ctx.recorder->event_count();
+    Work w = ctx.comm->broadcast(a, 4, DType::f32, 1, true);
+    w.wait();
+    w.wait();  // a second wait reports nothing more
+    EXPECT_EQ(ctx.recorder->event_count(), before + 1);
+    before = ctx.recorder->event_count();
+    ctx.comm->all_reduce(a, b, 4, DType::f32);  // staging alloc + free + span
+    EXPECT_EQ(ctx.recorder->event_count(), before + 3);
+
+    // The spans themselves: op, unit, bytes (nccl-tests size), and the times' order.
+    std::vector<nlohmann::json> spans;
+    std::istringstream lines(ctx.recorder->buffered_text());
+    for (std::string line; std::getline(lines, line);) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      if (j["kind"] == "span" && j["lane"] == "comm") spans.push_back(j);
+    }
+    ASSERT_EQ(spans.size(), 3u);
+    EXPECT_EQ(spans[0]["op"], "all_gather");
+    EXPECT_EQ(spans[0]["unit"], 7);
+    EXPECT_EQ(spans[0]["bytes"], 2 * 4 * 4);
+    EXPECT_EQ(spans[1]["op"], "broadcast");
+    EXPECT_EQ(spans[2]["op"], "all_reduce");
+    EXPECT_EQ(spans[2]["bytes"], 4 * 4);
+    EXPECT_EQ(spans[2]["dtype"], "f32");
+    for (const nlohmann::json& sp : spans) {
+      EXPECT_LE(sp["t_issue"].get<int64_t>(), sp["t_start"].get<int64_t>());
+      EXPECT_LE(sp["t_start"].get<int64_t>(), sp["t_end"].get<int64_t>());
+    }
+    EXPECT_EQ(spans[0]["t_wait"], -1);  // blocking
+    EXPECT_GE(spans[1]["t_wait"].get<int64_t>(), spans[1]["t_issue"].get<int64_t>());  // async
+  });
+}
+
+}  // namespace

@@ -1,0 +1,154 @@
+// core/fsdp memory planner: persistent bytes against DESIGN.md's formula table for every strategy
+// and N = 1..8, and the ZeRO paper's 7.5B-parameter example (Rajbhandari et al. 2020, Figure 1).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/fsdp/flat_param.hpp"
+#include "core/fsdp/memory_plan.hpp"
+#include "core/fsdp/plan_command.hpp"
+
+#include <sstream>
+
+using namespace shardlab;
+
+namespace {
+int64_t cat(const MemArray& a, MemCategory c) { return a[static_cast<int>(c)]; }
+const Strategy kAll[] = {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op,
+                         Strategy::full_shard, Strategy::hybrid_shard};
+}  // namespace
+
+TEST(FsdpPlan, ZeroPaperExample7_5BOn64Ranks) {
+  // 7.5B parameters, 64 ranks, mixed precision (2 + 2 + 12 bytes per parameter). The paper's
+  // figure: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB (GB = 1e9 bytes).
+  PlanInput in;
+  in.world = 64;
+  in.param_dtype = DType::f16;
+  in.reduce_dtype = DType::f16;
+  in.unit_numels = {7'500'000'000};
+  const double expect_gb[] = {120.0, 31.4, 16.6, 1.9};
+  const Strategy s4[] = {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op,
+                         Strategy::full_shard};
+  for (int i = 0; i < 4; ++i) {
+    in.strategy = s4[i];
+    MemoryPlan p = plan_memory(in);
+    const double gb = static_cast<double>(p.persistent_total()) / 1e9;
+    EXPECT_NEAR(gb, expect_gb[i], 0.05) << strategy_name(s4[i]);
+    EXPECT_EQ(p.padding_bytes, 0);  // 7.5e9 is a multiple of 64
+  }
+  // Exact bytes: 16 Psi, 4 Psi + 12 Psi/64, 2 Psi + 14 Psi/64, 16 Psi/64.
+  in.strategy = Strategy::shard_grad_op;
+  MemoryPlan p2 = plan_memory(in);
+  EXPECT_EQ(cat(p2.persistent, MemCategory::params), 15'000'000'000);
+  EXPECT_EQ(cat(p2.persistent, MemCategory::grads), 234'375'000);
+  EXPECT_EQ(cat(p2.persistent, MemCategory::optimizer_state), 1'406'250'000);
+  std::string table = format_plan_table({p2}, true);
+  EXPECT_NE(table.find("16.641"), std::string::npos) << table;
+}
+
+TEST(FsdpPlan, PersistentBytesMatchTheFormulaTableForN1To8) {
+  // Units with sizes that pad differently for every N: the formula holds with the padded Psi, and
+  // the real-Psi formula plus the reported padding gives the same bytes.
+  const std::vector<int64_t> units = {20'608, 49'984, 49'984, 12'345};
+  for (int n = 1; n <= 8; ++n) {
+    for (Strategy s : kAll) {
+      for (int g : {1, 2, n}) {
+        if (s != Strategy::hybrid_shard && g != n) continue;
+        if (n % g) continue;
+        PlanInput in;
+        in.strategy = s;
+        in.world = n;
+        in.hybrid_group = g;
+        in.unit_numels = units;
+        MemoryPlan p = plan_memory(in);
+        const int group = s == Strategy::no_shard ? 1 : (s == Strategy::hybrid_shard ? g : n);
+        ASSERT_EQ(p.group, group);
+        int64_t padded = 0;
+        for (int64_t u : units) padded += (u + group - 1) / group * group;
+        ASSERT_EQ(p.padded_psi, padded);
+        const int64_t shard = padded / group;  // sum of per-unit shards
+        int64_t ep = 0, eg = 0, eo = 0;
+        switch (s) {
+          case Strategy::no_shard: ep = 4 * padded; eg = 4 * padded; eo = 8 * padded; break;
+          case Strategy::shard_optim: ep = 4 * padded; eg = 4 * padded; eo = 8 * shard; break;
+          case Strategy::shard_grad_op: ep = 4 * padded; eg = 4 * shard; eo = 8 * shard; break;
+          default: ep = 4 * shard; eg = 4 * shard; eo = 8 * shard; break;
+        }
+        EXPECT_EQ(cat(p.persistent, MemCategory::params), ep) << strategy_name(s) << " N=" << n;
+        EXPECT_EQ(cat(p.persistent, MemCategory::grads), eg) << strategy_name(s) << " N=" << n;
+        EXPECT_EQ(cat(p.persistent, MemCategory::optimizer_state), eo);
+        const double formula =
+            formula_persistent_bytes(s, static_cast<double>(in.psi()), n, g);
+        EXPECT_NEAR(static_cast<double>(p.persistent_total() - p.padding_bytes), formula, 0.5);
+        EXPECT_GE(p.padding_bytes, 0);
+        // Padding is under G elements per unit, at 16 bytes an element at most.
+        EXPECT_LT(p.padding_bytes, 16 * group * static_cast<int64_t>(units.size()));
+        if (group == 1) {
+          EXPECT_EQ(p.padding_bytes, 0);
+        }
+      }
+    }
+  }
+}
+
+TEST(FsdpPlan, MixedPrecisionMovesOnlyTheShardedTerms) {
+  // bf16: 2 + 2 + 12. no_shard and full_shard keep 16 Psi and 16 Psi/N; ZeRO-1/2 change.
+  PlanInput in;
+  in.world = 4;
+  in.unit_numels = {1 << 20};
+  const double psi = 1 << 20;
+  for (DType pd : {DType::f32, DType::bf16}) {
+    in.param_dtype = in.reduce_dtype = pd;
+    in.strategy = Strategy::no_shard;
+    EXPECT_EQ(plan_memory(in).persistent_total(), 16 * (1 << 20));
+    in.strategy = Strategy::full_shard;
+    EXPECT_EQ(plan_memory(in).persistent_total(), 4 * (1 << 20));
+  }
+  in.param_dtype = in.reduce_dtype = DType::bf16;
+  in.strategy = Strategy::shard_optim;
+  EXPECT_EQ(plan_memory(in).persistent_total(), static_cast<int64_t>(4 * psi + 12 * psi / 4));
+  in.param_dtype = in.reduce_dtype = DType::f32;
+  EXPECT_EQ(plan_memory(in).persistent_total(), static_cast<int64_t>(8 * psi + 8 * psi / 4));
+  // fp32 params with bf16 reduction: no master copy, 2-byte grads.
+  in.reduce_dtype = DType::bf16;
+  in.strategy = Strategy::no_shard;
+  EXPECT_EQ(plan_memory(in).persistent_total(), 14 * (1 << 20));
+}
+
+TEST(FsdpPlan, CapacityDecidesFit) {
+  PlanInput in;
+  in.world = 8;
+  in.unit_numels = std::vector<int64_t>(10, 100'000);  // a root and 9 blocks of 100k
+  in.capacity = 8'000'000;  // 16 MB for DDP does not fit; FSDP's 2 MB + 3 gathered units do
+  in.strategy = Strategy::no_shard;
+  EXPECT_FALSE(plan_memory(in).fits());
+  in.strategy = Strategy::full_shard;
+  EXPECT_TRUE(plan_memory(in).fits());
+  in.unit_numels = {};
+  EXPECT_THROW(plan_memory(in), InvalidArgument);
+}
+
+TEST(FsdpPlan, PlanCommandPrintsTheZeroExampleAndModelPlans) {
+  PlanCommandOptions o;
+  o.params = 7'500'000'000;
+  o.ranks = 64;
+  o.param_dtype = o.reduce_dtype = DType::f16;
+  o.decimal = true;
+  o.strategies = {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op,
+                  Strategy::full_shard};
+  std::ostringstream os;
+  EXPECT_EQ(plan_command(o, os), 0);
+  const std::string t = os.str();
+  for (const char* gb : {"120.000", "31.406", "16.641", "1.875"})
+    EXPECT_NE(t.find(gb), std::string::npos) << gb << " missing from\n" << t;
+
+  PlanCommandOptions m;
+  m.model = "tiny";
+  m.ranks = 4;
+  m.capacity = 1;  // nothing fits in one byte
+  std::ostringstream os2;
+  EXPECT_EQ(plan_command(m, os2), 2);
+  EXPECT_NE(os2.str().find("peak during"), std::string::npos) << os2.str();
+  m.model = "nope";
+  EXPECT_THROW(plan_command(m, os2), InvalidArgument);
+}
