@@ -93,10 +93,10 @@ void reduce_grad(RankContext& ctx, Unit& unit, int u) {
 // One step: gather, compute and free unit by unit, reduce-scatter each unit's gradient as soon as
 // its backward is done, AdamW on the shard.
 float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cfg,
-                 std::vector<Unit>& units, const HostBatch& batch, int step) {
+                 std::vector<Unit>& units, const Batch& batch, int step) {
   Device& dev = *ctx.device;
   Recorder* rec = ctx.recorder;
-  const int L = cfg.n_layer, B = batch.rows, T = batch.seq;
+  const int L = cfg.n_layer, B = int(batch.rows), T = int(batch.seq);
   StepActivations a(dev, cfg, batch);
   Unit& root = units[kRootUnit];
   float loss = 0;
@@ -144,12 +144,12 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
 void train_rank(RankContext& ctx, const LessonOptions& opt, RankResult& res) {
   const GPTConfig cfg = opt.config();
   std::vector<Unit> units = build_shards(ctx, cfg, opt.seed);
-  const MarkovTokens data(cfg.vocab_size, opt.seed);
+  DataLoader data = make_loader(opt, ctx.rank, ctx.world);
   for (int step = 0; step < opt.steps; ++step) {
-    const HostBatch batch = data.batch(step, opt.batch, opt.seq, ctx.rank, ctx.world);
+    const Batch batch = data.next();
     StepMeter meter({{ctx.comm, ""}});
     const float loss = train_step(ctx, opt, cfg, units, batch, step);
-    end_step(ctx, meter, step, loss, int64_t(batch.rows) * batch.seq, res);
+    end_step(ctx, meter, step, loss, batch.rows * batch.seq, res);
   }
 }
 

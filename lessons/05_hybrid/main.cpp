@@ -106,10 +106,10 @@ void reduce_grad(Mesh& mesh, Unit& unit, int u) {
 // One step: lesson 4's, with the group in place of the world and a second stage of gradient
 // reduction across groups.
 float train_step(RankContext& ctx, Mesh& mesh, const LessonOptions& opt, const GPTConfig& cfg,
-                 std::vector<Unit>& units, const HostBatch& batch, int step) {
+                 std::vector<Unit>& units, const Batch& batch, int step) {
   Device& dev = *ctx.device;
   Recorder* rec = ctx.recorder;
-  const int L = cfg.n_layer, B = batch.rows, T = batch.seq;
+  const int L = cfg.n_layer, B = int(batch.rows), T = int(batch.seq);
   StepActivations a(dev, cfg, batch);
   Unit& root = units[kRootUnit];
   float loss = 0;
@@ -158,12 +158,12 @@ void train_rank(RankContext& ctx, const LessonOptions& opt, RankResult& res) {
   const GPTConfig cfg = opt.config();
   Mesh mesh = make_mesh(ctx, opt.group);
   std::vector<Unit> units = build_shards(ctx, mesh, cfg, opt.seed);
-  const MarkovTokens data(cfg.vocab_size, opt.seed);
+  DataLoader data = make_loader(opt, ctx.rank, ctx.world);
   for (int step = 0; step < opt.steps; ++step) {
-    const HostBatch batch = data.batch(step, opt.batch, opt.seq, ctx.rank, ctx.world);
+    const Batch batch = data.next();
     StepMeter meter({{mesh.group.get(), "in group"}, {mesh.replicas.get(), "across groups"}});
     const float loss = train_step(ctx, mesh, opt, cfg, units, batch, step);
-    end_step(ctx, meter, step, loss, int64_t(batch.rows) * batch.seq, res);
+    end_step(ctx, meter, step, loss, batch.rows * batch.seq, res);
   }
   for (const Unit& u : units) res.fingerprint = fingerprint(*ctx.device, u.params, res.fingerprint);
 }

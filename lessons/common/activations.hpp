@@ -14,12 +14,14 @@
 namespace shardlab::lessons {
 
 struct StepActivations {
-  StepActivations(Device& dev, const GPTConfig& cfg, const HostBatch& batch)
-      : B(batch.rows), T(batch.seq), nc(static_cast<int64_t>(B) * T * cfg.n_embd) {
-    const int64_t tok_bytes = static_cast<int64_t>(batch.tokens.size() * sizeof(int32_t));
+  StepActivations(Device& dev, const GPTConfig& cfg, const Batch& batch)
+      : B(static_cast<int>(batch.rows)),
+        T(static_cast<int>(batch.seq)),
+        nc(static_cast<int64_t>(B) * T * cfg.n_embd) {
+    const int64_t tok_bytes = static_cast<int64_t>(batch.inputs.size() * sizeof(int32_t));
     tokens_buf = dev.alloc(tok_bytes, MemCategory::activations);
     targets_buf = dev.alloc(tok_bytes, MemCategory::activations);
-    dev.copy_from_host(tokens_buf.data(), batch.tokens.data(), tok_bytes);
+    dev.copy_from_host(tokens_buf.data(), batch.inputs.data(), tok_bytes);
     dev.copy_from_host(targets_buf.data(), batch.targets.data(), tok_bytes);
     residuals = dev.alloc((cfg.n_layer + 1) * nc * 4, MemCategory::activations);
     for (int l = 0; l < cfg.n_layer; ++l) blocks.emplace_back(dev, cfg, B, T);

@@ -135,7 +135,7 @@ class Lesson {
     const float first = losses().front(), last = losses().back();
     check(opt_.steps < 2 || last < first, "loss went down: " + fmt(first) + " -> " + fmt(last) +
                                               " (best possible " +
-                                              fmt(MarkovTokens::entropy_rate()) + ")");
+                                              fmt(lesson_corpus()->entropy_rate) + ")");
     int failed = 0;
     std::printf("\nchecks\n");
     for (const auto& [ok, what] : checks_) {

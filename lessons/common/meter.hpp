@@ -82,7 +82,7 @@ inline void end_step(RankContext& ctx, StepMeter& meter, int step, float loss, i
   res.bytes.push_back(meter.stop());
   ctx.comm->all_reduce(&loss, &loss, 1, DType::f32, ReduceOp::avg, false, {-1, "loss"});
   res.losses.push_back(loss);
-  ctx.recorder->step(step, loss, tokens, meter.seconds());
+  ctx.recorder->step(step + 1, loss, tokens, meter.seconds());  // 1-based, as the trainer
   res.seconds += meter.seconds();
   // Between steps a rank holds only what it keeps; peaks cover every step so far.
   res.now = ctx.tracker->current_all();

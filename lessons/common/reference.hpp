@@ -29,16 +29,16 @@ inline std::vector<float> lesson1_losses(const LessonOptions& o, int ranks) {
       m.push_back(dev.alloc_zeros(n * 4, MemCategory::optimizer_state));
       v.push_back(dev.alloc_zeros(n * 4, MemCategory::optimizer_state));
     }
-    const MarkovTokens data(cfg.vocab_size, o.seed);
+    DataLoader data = make_loader(o, ctx.rank, ctx.world);
     for (int step = 0; step < o.steps; ++step) {
-      const HostBatch b = data.batch(step, o.batch, o.seq, ctx.rank, ctx.world);
-      const int64_t bytes = static_cast<int64_t>(b.tokens.size() * sizeof(int32_t));
+      const Batch b = data.next();
+      const int64_t bytes = static_cast<int64_t>(b.inputs.size() * sizeof(int32_t));
       Buffer tok = dev.alloc(bytes, MemCategory::activations);
       Buffer tgt = dev.alloc(bytes, MemCategory::activations);
-      dev.copy_from_host(tok.data(), b.tokens.data(), bytes);
+      dev.copy_from_host(tok.data(), b.inputs.data(), bytes);
       dev.copy_from_host(tgt.data(), b.targets.data(), bytes);
       gpt.zero_grad();
-      float loss = gpt.forward(tok.as<int>(), tgt.as<int>(), b.rows, b.seq);
+      float loss = gpt.forward(tok.as<int>(), tgt.as<int>(), int(b.rows), int(b.seq));
       gpt.backward();
       for (int u = 0; u < gpt.num_units(); ++u) {
         const int64_t n = gpt.layout(u).numel;
