@@ -28,16 +28,7 @@ void run_local_rank(const LaunchOptions& opts, const std::function<void(RankCont
   try {
     res = make_rank_resources(opts, rank);
     comm = make_local_communicator(world, rank, *res.device);
-    comm->set_recorder(res.recorder.get());
-    RankContext ctx;
-    ctx.rank = rank;
-    ctx.world = world->size();
-    ctx.tracker = res.tracker.get();
-    ctx.device = res.device.get();
-    ctx.comm = comm.get();
-    ctx.recorder = res.recorder.get();
-    fn(ctx);
-    res.recorder->flush();
+    run_rank_fn(res, *comm, rank, world->size(), fn);
   } catch (const CommError& e) {
     world->abort(rank, strip_rank_prefix(e.what(), rank), /*secondary=*/true);
   } catch (const std::exception& e) {

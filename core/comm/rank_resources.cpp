@@ -31,6 +31,20 @@ RankResources make_rank_resources(const LaunchOptions& opts, int rank, int gpu) 
   return r;
 }
 
+void run_rank_fn(RankResources& res, Communicator& comm, int rank, int world,
+                 const std::function<void(RankContext&)>& fn) {
+  comm.set_recorder(res.recorder.get());
+  RankContext ctx;
+  ctx.rank = rank;
+  ctx.world = world;
+  ctx.tracker = res.tracker.get();
+  ctx.device = res.device.get();
+  ctx.comm = &comm;
+  ctx.recorder = res.recorder.get();
+  fn(ctx);
+  res.recorder->flush();
+}
+
 std::string strip_rank_prefix(const std::string& message, int rank) {
   const std::string prefix = "rank " + std::to_string(rank) + ": ";
   return message.compare(0, prefix.size(), prefix) == 0 ? message.substr(prefix.size()) : message;

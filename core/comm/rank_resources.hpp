@@ -26,6 +26,11 @@ struct RankResources {
 // `rank` modulo the GPU count).
 RankResources make_rank_resources(const LaunchOptions& opts, int rank, int gpu = -1);
 
+// Connects `comm` to the rank's recorder, runs fn with the rank's context, then flushes the
+// recorder. The one place every launcher (local, mpi, nccl) hands a rank its context.
+void run_rank_fn(RankResources& res, Communicator& comm, int rank, int world,
+                 const std::function<void(RankContext&)>& fn);
+
 // "boom" from "rank 2: boom": the launcher adds the prefix itself.
 std::string strip_rank_prefix(const std::string& message, int rank);
 

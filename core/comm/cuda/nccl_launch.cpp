@@ -35,17 +35,8 @@ void run_rank(const LaunchOptions& opts, int rank, int world, int gpu,
   try {
     RankResources res = make_rank_resources(opts, rank, gpu);
     std::unique_ptr<Communicator> comm = make_comm(*res.device);
-    comm->set_recorder(res.recorder.get());
-    RankContext ctx;
-    ctx.rank = rank;
-    ctx.world = world;
-    ctx.tracker = res.tracker.get();
-    ctx.device = res.device.get();
-    ctx.comm = comm.get();
-    ctx.recorder = res.recorder.get();
-    fn(ctx);
+    run_rank_fn(res, *comm, rank, world, fn);
     res.device->synchronize();
-    res.recorder->flush();
     comm.reset();  // collective among the ranks: every rank destroys its own, on its own thread
   } catch (const std::exception& e) {
     fail_rank(rank, e.what());

@@ -40,16 +40,7 @@ void launch_mpi(const LaunchOptions& opts, const std::function<void(RankContext&
   try {
     res = make_rank_resources(opts, rank);
     comm = make_mpi_communicator(MPI_COMM_WORLD, *res.device);
-    comm->set_recorder(res.recorder.get());
-    RankContext ctx;
-    ctx.rank = rank;
-    ctx.world = size;
-    ctx.tracker = res.tracker.get();
-    ctx.device = res.device.get();
-    ctx.comm = comm.get();
-    ctx.recorder = res.recorder.get();
-    fn(ctx);
-    res.recorder->flush();
+    run_rank_fn(res, *comm, rank, size, fn);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shardlab: rank %d failed: %s\nshardlab: rank %d: aborting the MPI job\n",
                  rank, strip_rank_prefix(e.what(), rank).c_str(), rank);
