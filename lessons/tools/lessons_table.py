@@ -61,7 +61,10 @@ def main():
         "Ψ is the parameter count and Ψ' the count after padding each unit to a multiple of the "
         "shard group (each lesson prints both). *Kept* is what a rank holds between steps "
         "(parameters, gradients, Adam state); *peak* adds what a step needs for a while: "
-        "activations, the gathered unit, the unit's full gradient, communication staging.",
+        "activations, the gathered unit, the unit's full gradient, communication staging. *Sent* is "
+        "ring traffic per rank as `core/comm` counts it; lessons 1 to 4 run every collective over "
+        "all N ranks, so all of it spans both groups of lesson 5's mesh, while lesson 5 sends only "
+        "its gradient-shard all-reduce across groups.",
         "",
         "Loss: lessons 1 to 4 train bit for bit the same model (the local backend sums in rank order "
         "in all-reduce and reduce-scatter alike); lesson 5 averages within a group and then across "
