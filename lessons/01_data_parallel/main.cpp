@@ -45,29 +45,44 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
   Recorder* rec = ctx.recorder;
   const int L = cfg.n_layer, B = int(batch.rows), T = int(batch.seq);
   StepActivations a(dev, cfg, batch);
-  const float* root = units[kRootUnit].params.f32();
   float loss = 0;
+  // ---- forward, unit by unit (each layer call is one compute span in the trace)
+  const float* w = units[kRootUnit].params.f32();
   {
-    ScopedSpan s(rec, "forward");
-    embedding_forward(dev, cfg, a.x(0), a.tokens(), root, B, T);
-    for (int l = 0; l < L; ++l) {
-      const int u = block_unit(l);
-      const float* w = units[u].params.f32();
+    ScopedSpan s(rec, "forward", kRootUnit);
+    embedding_forward(dev, cfg, a.x(0), a.tokens(), w, B, T);
+  }
+  for (int l = 0; l < L; ++l) {
+    const int u = block_unit(l);
+    w = units[u].params.f32();
+    {
+      ScopedSpan s(rec, "forward", u);
       block_forward(dev, cfg, a.x(l + 1), a.blocks[l], a.x(l), w, B, T);
     }
-    loss = head_forward(dev, cfg, a.head, a.x(L), a.targets(), root, B, T);
   }
+  w = units[kRootUnit].params.f32();
   {
-    ScopedSpan s(rec, "backward");
-    for (Unit& u : units) dev.fill_zero(u.grads.data(), u.grads.bytes());
-    float* droot = units[kRootUnit].grads.f32();
-    head_backward(dev, cfg, a.dx(), droot, a.head, a.x(L), a.targets(), root, B, T);
-    for (int l = L - 1; l >= 0; --l) {
-      const int u = block_unit(l);
-      Unit& unit = units[u];
-      const float* w = unit.params.f32();
+    ScopedSpan s(rec, "forward", kRootUnit);
+    loss = head_forward(dev, cfg, a.head, a.x(L), a.targets(), w, B, T);
+  }
+  // ---- backward, units in reverse
+  for (Unit& u : units) dev.fill_zero(u.grads.data(), u.grads.bytes());
+  float* droot = units[kRootUnit].grads.f32();
+  {
+    ScopedSpan s(rec, "backward", kRootUnit);
+    head_backward(dev, cfg, a.dx(), droot, a.head, a.x(L), a.targets(), w, B, T);
+  }
+  for (int l = L - 1; l >= 0; --l) {
+    const int u = block_unit(l);
+    Unit& unit = units[u];
+    w = unit.params.f32();
+    {
+      ScopedSpan s(rec, "backward", u);
       block_backward(dev, cfg, a.dx(), unit.grads.f32(), a.dx(), a.blocks[l], a.x(l), w, B, T);
     }
+  }
+  {
+    ScopedSpan s(rec, "backward", kRootUnit);
     embedding_backward(dev, cfg, droot, a.tokens(), a.dx(), B, T);
   }
   // Every rank saw different rows, so its gradients differ. The mean over ranks is the gradient

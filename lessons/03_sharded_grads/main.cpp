@@ -99,38 +99,54 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
   StepActivations a(dev, cfg, batch);
   Unit& root = units[kRootUnit];
   float loss = 0;
+  // ---- forward: gather a unit, compute, free it (each layer call is one compute span in the
+  // trace, so the viewer shows the all-gathers between them for what they are: waits)
+  const float* w = gather(ctx, root, kRootUnit);
   {
-    ScopedSpan s(rec, "forward");
-    embedding_forward(dev, cfg, a.x(0), a.tokens(), gather(ctx, root, kRootUnit), B, T);
-    reshard(ctx, root, kRootUnit);
-    for (int l = 0; l < L; ++l) {
-      const int u = block_unit(l);
-      const float* w = gather(ctx, units[u], u);
+    ScopedSpan s(rec, "forward", kRootUnit);
+    embedding_forward(dev, cfg, a.x(0), a.tokens(), w, B, T);
+  }
+  reshard(ctx, root, kRootUnit);
+  for (int l = 0; l < L; ++l) {
+    const int u = block_unit(l);
+    w = gather(ctx, units[u], u);
+    {
+      ScopedSpan s(rec, "forward", u);
       block_forward(dev, cfg, a.x(l + 1), a.blocks[l], a.x(l), w, B, T);
-      reshard(ctx, units[u], u);
     }
-    // The head uses the root again (the LM head is tied to wte) and keeps it for its backward.
-    const float* w = gather(ctx, root, kRootUnit);
+    reshard(ctx, units[u], u);
+  }
+  // The head uses the root again (the LM head is tied to wte) and keeps it for its backward.
+  w = gather(ctx, root, kRootUnit);
+  {
+    ScopedSpan s(rec, "forward", kRootUnit);
     loss = head_forward(dev, cfg, a.head, a.x(L), a.targets(), w, B, T);
   }
+  // ---- backward, units in reverse
+  // The root's gradient is complete only after the embedding's backward, at the very end.
+  float* droot = start_grad(ctx, root);
   {
-    ScopedSpan s(rec, "backward");
-    // The root's gradient is complete only after the embedding's backward, at the very end.
-    float* droot = start_grad(ctx, root);
-    head_backward(dev, cfg, a.dx(), droot, a.head, a.x(L), a.targets(), root.full.f32(), B, T);
-    reshard(ctx, root, kRootUnit);
-    for (int l = L - 1; l >= 0; --l) {
-      const int u = block_unit(l);
-      Unit& unit = units[u];
-      const float* w = gather(ctx, unit, u);
-      float* dw = start_grad(ctx, unit);
-      block_backward(dev, cfg, a.dx(), dw, a.dx(), a.blocks[l], a.x(l), w, B, T);
-      reshard(ctx, unit, u);
-      reduce_grad(ctx, unit, u);
-    }
-    embedding_backward(dev, cfg, droot, a.tokens(), a.dx(), B, T);  // needs no parameters
-    reduce_grad(ctx, root, kRootUnit);
+    ScopedSpan s(rec, "backward", kRootUnit);
+    head_backward(dev, cfg, a.dx(), droot, a.head, a.x(L), a.targets(), w, B, T);
   }
+  reshard(ctx, root, kRootUnit);
+  for (int l = L - 1; l >= 0; --l) {
+    const int u = block_unit(l);
+    Unit& unit = units[u];
+    w = gather(ctx, unit, u);
+    float* dw = start_grad(ctx, unit);
+    {
+      ScopedSpan s(rec, "backward", u);
+      block_backward(dev, cfg, a.dx(), dw, a.dx(), a.blocks[l], a.x(l), w, B, T);
+    }
+    reshard(ctx, unit, u);
+    reduce_grad(ctx, unit, u);
+  }
+  {
+    ScopedSpan s(rec, "backward", kRootUnit);
+    embedding_backward(dev, cfg, droot, a.tokens(), a.dx(), B, T);  // needs no parameters
+  }
+  reduce_grad(ctx, root, kRootUnit);
   // The gradient shard matches the weight shard; Adam is still full size: use this rank's slice.
   ScopedSpan s(rec, "optimizer");
   for (Unit& u : units) {
