@@ -4,15 +4,17 @@
 // turn the checks into the exit code. A lesson's own file holds only its sharding logic.
 #pragma once
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/comm/launcher.hpp"
 #include "core/model/params.hpp"
