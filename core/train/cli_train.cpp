@@ -36,6 +36,8 @@ struct TrainStrings {
 
 void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {
   cmd->option_defaults()->always_capture_default();
+  // A later occurrence wins, so scripts can append overrides to a base command line.
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
   cmd->add_option("--model", c.model, "model preset: " + preset_list() + " (sizes below)")
       ->group("Model");

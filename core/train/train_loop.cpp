@@ -84,13 +84,16 @@ class RankTrace {
 
 // Loads the checkpoint (or the safetensors file) into the engine and the loader; returns the
 // steps already done.
-int64_t restore(const RunPlan& p, EngineStepper& stepper, DataLoader& loader, bool printer,
+int64_t restore(const RunPlan& p, RankContext& ctx, EngineStepper& stepper, DataLoader& loader,
                 std::ostream& out) {
   const TrainConfig& cfg = p.cfg;
+  const bool printer = ctx.rank == 0;
   if (!p.resume_dir.empty()) {
+    ScopedSpan span(ctx.recorder, "checkpoint_load");
     const CheckpointMeta meta = load_train_checkpoint(stepper.engine(), p.resume_dir);
     loader.set_position(loader_position_from(
         meta.loader, cfg, static_cast<int64_t>(p.corpus->tokens.size()), p.resume_dir));
+    ctx.comm->barrier();  // every rank loaded its part (a corrupted range fails the one reading it)
     if (printer) {
       out << "resumed from " << p.resume_dir << " at step " << meta.step << " (saved by "
           << meta.world_size << " rank" << (meta.world_size == 1 ? "" : "s") << ", "
@@ -105,6 +108,7 @@ int64_t restore(const RunPlan& p, EngineStepper& stepper, DataLoader& loader, bo
     return meta.step;
   }
   if (!cfg.init_from.empty()) {
+    ScopedSpan span(ctx.recorder, "init_from");
     init_engine_from_safetensors(stepper.engine(), cfg.init_from);
     if (printer) out << "parameters from " << cfg.init_from << " (optimizer state zero)\n\n";
   }
@@ -124,7 +128,7 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
 
   DataLoader loader(p.corpus, {cfg.batch, cfg.seq, ctx.rank, ctx.world, cfg.seed});
   EngineStepper stepper(ctx, p.model, p.engine, cfg.accum);
-  const int64_t start = restore(p, stepper, loader, printer, out);
+  const int64_t start = restore(p, ctx, stepper, loader, out);
   const int64_t every = cfg.print_interval();
   const int64_t tokens_per_step = cfg.batch * cfg.seq;
   const nlohmann::json extra = {{"train", train_config_json(cfg)}};
@@ -166,6 +170,8 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
     }
     if (cfg.save_every > 0 && ((s + 1) % cfg.save_every == 0 || s + 1 == cfg.steps)) {
       const auto t_save = Clock::now();
+      // A compute-lane span: the save's barriers wait on file I/O, not on communication.
+      ScopedSpan span(ctx.recorder, "checkpoint_save");
       last_ckpt = save_train_checkpoint(stepper.engine(), *ctx.comm, cfg.ckpt_dir, s + 1,
                                         loader_state_json(loader, cfg), extra, cfg.keep_last);
       ctx.recorder->mark("checkpoint " + last_ckpt);

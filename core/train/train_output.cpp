@@ -83,11 +83,12 @@ void print_run_summary(std::ostream& out, const TrainResult& r, const MemoryTrac
   }
   out << ")\n";
   if (!r.last_checkpoint.empty())
-    out << "checkpoint: " << r.last_checkpoint << " (saving took " << fmt("%.2f", r.checkpoint_seconds)
-        << " s in all; resume with --resume " << r.last_checkpoint << ")\n";
+    out << "checkpoint: " << r.last_checkpoint << " (saving took "
+        << fmt("%.2f", r.checkpoint_seconds) << " s in all)\n";
   if (!r.run_dir.empty())
-    out << "run directory: " << r.run_dir << " (shardlab summary " << r.run_dir
-        << "; shardlab-viewer " << r.run_dir << ")\n";
+    out << "run directory: " << r.run_dir << "\n"
+        << "  (tables: shardlab summary " << r.run_dir << "; timelines: shardlab-viewer "
+        << r.run_dir << ")\n";
 }
 
 nlohmann::json train_config_json(const TrainConfig& cfg) {

@@ -53,7 +53,8 @@ void TrainConfig::validate() const {
   optim.validate();
   if (ranks < 1) SL_THROW(InvalidArgument, "--ranks ", ranks, ": must be >= 1");
   if (backend != "local" && backend != "mpi" && backend != "nccl")
-    SL_THROW(InvalidArgument, "--backend '", backend, "': expected local, mpi or nccl");
+    SL_THROW(InvalidArgument, "--backend '", backend,
+             "': expected local or mpi (CPU), or nccl (GPUs, with --device cuda)");
   if (device != "cpu" && device != "cuda")
     SL_THROW(InvalidArgument, "--device '", device, "': expected cpu or cuda");
   if (device == "cuda" && backend != "nccl")
