@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/base/error.hpp"
+#include "core/comm/launcher.hpp"
 
 namespace shardlab {
 
@@ -79,7 +80,9 @@ void TrainConfig::validate() const {
   if (!(clip >= 0.0f)) SL_THROW(InvalidArgument, "--clip ", clip, ": must be >= 0 (0 = off)");
   if (mem_limit < 0) SL_THROW(InvalidArgument, "--mem-limit ", mem_limit, ": must be >= 0");
   if (hybrid_group < 0) SL_THROW(InvalidArgument, "--hybrid-group ", hybrid_group, ": must be >= 1");
-  if (backend != "mpi") {  // ranks known here; under mpirun each rank checks the MPI world
+  // --ranks is the world size unless mpirun decides it (backend mpi, or nccl with one process per
+  // GPU); then each rank checks the batch split against the MPI world.
+  if (backend == "local" || (backend == "nccl" && !under_mpirun())) {
     if (batch % (ranks * static_cast<int64_t>(accum)) != 0)
       SL_THROW(InvalidArgument, "--batch ", batch, " must split evenly over --ranks ", ranks,
                " x --accum ", accum, " (use a multiple of ", ranks * accum, ")");
