@@ -113,7 +113,7 @@ expect_error(init_missing "absent.safetensors"
              train --model tiny --steps 1 --init-from absent.safetensors --trace off)
 
 # A corrupted shard: four bytes overwritten inside rank 1's file.
-execute_process(COMMAND sh -c "printf XXXX | dd of=ckpt/step-3/shard-1.bin bs=1 seek=1000 conv=notrunc"
+execute_process(COMMAND sh -c "printf zzzz | dd of=ckpt/step-3/shard-1.bin bs=1 seek=1000 conv=notrunc"
                 WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "could not corrupt the shard (dd failed)")
