@@ -59,7 +59,8 @@ struct TrainConfig {
   // computation as the single-rank GPT.
   Strategy strategy = Strategy::full_shard;
   int ranks = 1;                    // local ranks (threads); under mpirun the MPI world decides
-  std::string backend = "local";    // local | mpi
+  std::string backend = "local";    // local | mpi | nccl
+  std::string device = "cpu";       // cpu | cuda (one GPU per rank; needs backend nccl)
   int hybrid_group = 0;             // G for hybrid_shard (0: all ranks in one group)
   int prefetch = 1;                 // all-gathers issued ahead (0 = off)
   int max_inflight_gathers = 0;     // cap on all-gathers in flight at once (0 = no cap)
@@ -75,6 +76,16 @@ struct TrainConfig {
   std::string run_dir;
   bool overwrite_run_dir = false;
 
+  // ---- checkpoints (core/checkpoint, docs/checkpoints.md)
+  int64_t save_every = 0;  // save after every K steps and after the last one (0 = never)
+  std::string ckpt_dir;    // where checkpoints go: <ckpt_dir>/step-<k>/ and <ckpt_dir>/latest
+  int keep_last = 0;       // after each save keep only this many newest checkpoints (0 = all)
+  // Continue a run: a checkpoint directory (step-<k>/ or a root with `latest`), or "latest" for
+  // the newest in ckpt_dir. Any strategy and world size; the model and data settings must match.
+  std::string resume;
+  // Start from the parameters of a safetensors file (an export, or GPT-2 weights of this shape).
+  std::string init_from;
+
   // The model this config describes: preset plus overrides, validated (throws InvalidArgument
   // naming the field).
   GPTConfig model_config() const;
@@ -84,6 +95,8 @@ struct TrainConfig {
   float lr_at(int64_t step) const;
   // The print interval print_every resolves to for `steps` steps.
   int64_t print_interval() const;
+  // The checkpoint path --resume names (ckpt_dir for "latest"); empty when not resuming.
+  std::string resume_path() const;
 };
 
 // One printed line of the loop.
@@ -99,7 +112,8 @@ void print_step_header(std::ostream& out);
 void print_step_line(std::ostream& out, const StepLine& line);
 
 struct TrainResult {
-  std::vector<float> losses;      // every step
+  std::vector<float> losses;      // every step this run took (after start_step when resumed)
+  int64_t start_step = 0;         // steps done before this run: the resumed checkpoint's step
   double final_loss = 0.0;        // mean of the last min(10, steps) steps
   double entropy_rate = 0.0;      // nats/token, NaN when the data has no known floor
   double seconds = 0.0;           // the loop's wall time
@@ -111,6 +125,8 @@ struct TrainResult {
   MemArray peak_by_category{};    // rank 0: each category at the moment of the peak
   int64_t comm_bytes_per_step = 0;  // rank 0: bytes sent into collectives in the last step
   std::string run_dir;            // where the trace went (empty when none)
+  std::string last_checkpoint;    // the newest checkpoint this run saved (empty when none)
+  double checkpoint_seconds = 0;  // time spent saving (not in seconds or tokens_per_s)
 };
 
 // The model side of one training step. One per rank.
@@ -128,7 +144,8 @@ std::unique_ptr<ModelStepper> make_single_rank_stepper(Device& dev, const GPTCon
                                                        const OptimizerConfig& optim,
                                                        uint64_t seed);
 
-// Trains on one rank (CPU device) as cfg says; prints the header, step lines and a summary to out.
+// Trains as cfg says: launches the ranks (backend, device), runs the FSDP engine on each, prints
+// the header, step lines and a summary to out (rank 0), writes the run directory and checkpoints.
 TrainResult run_training(const TrainConfig& cfg, std::ostream& out);
 
 }  // namespace shardlab

@@ -1,0 +1,41 @@
+// `shardlab export` and `shardlab inspect`: checkpoints as files to read (commands.hpp). Both
+// report their own errors and return 0 (ok), 1 (bad or corrupted checkpoint) or 2 (usage).
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "core/checkpoint/commands.hpp"
+#include "core/train/cli.hpp"
+
+namespace shardlab {
+
+CliCommand add_export_command(CLI::App& app) {
+  struct Options {
+    std::string ckpt, out, dtype = "f32";
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "export", "write a checkpoint's parameters as one .safetensors file (Hugging Face GPT-2 "
+                "names)");
+  cmd->add_option("ckpt_dir", o->ckpt, "a checkpoint: step-<k>/ or a root with `latest`")
+      ->required();
+  cmd->add_option("output", o->out, "the .safetensors file to write (atomically)")->required();
+  cmd->add_option("--dtype", o->dtype, "f32 | bf16")->capture_default_str();
+  cmd->footer("\nExample: shardlab export ckpt gpt.safetensors --dtype bf16\n"
+              "         shardlab train --init-from gpt.safetensors ...\n");
+  return {cmd, [o] { return export_command(o->ckpt, o->out, o->dtype, std::cout, std::cerr); }};
+}
+
+CliCommand add_inspect_command(CLI::App& app) {
+  auto dir = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "inspect", "describe a checkpoint (step, config, files, which ranks hold which ranges) and "
+                 "verify every checksum");
+  cmd->add_option("ckpt_dir", *dir, "a checkpoint: step-<k>/ or a root with `latest`")
+      ->required();
+  return {cmd, [dir] { return inspect_command(*dir, std::cout, std::cerr); }};
+}
+
+}  // namespace shardlab

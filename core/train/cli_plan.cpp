@@ -1,0 +1,65 @@
+// `shardlab plan`: per-rank memory of each strategy before running anything
+// (core/fsdp/plan_command.hpp).
+#include <CLI/CLI.hpp>
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/base/error.hpp"
+#include "core/fsdp/plan_command.hpp"
+#include "core/memory/tracker.hpp"
+#include "core/train/cli.hpp"
+
+namespace shardlab {
+
+CliCommand add_plan_command(CLI::App& app) {
+  // Strings parsed after CLI11 is done, so their errors read like every other one.
+  struct Options {
+    PlanCommandOptions plan;
+    std::string params = "0", limit = "0", param_dtype = "f32", reduce_dtype = "f32";
+    std::vector<std::string> strategies;
+  };
+  auto o = std::make_shared<Options>();
+  PlanCommandOptions& p = o->plan;
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "per-rank memory by category for each strategy (the planner), without running");
+  cmd->option_defaults()->always_capture_default();
+  cmd->add_option("--model", p.model, "model preset: " + preset_list());
+  cmd->add_option("--params", o->params,
+                  "plan model states for this many parameters instead (e.g. 7.5e9)");
+  cmd->add_option("--ranks", p.ranks, "ranks N");
+  cmd->add_option("--hybrid-group", p.hybrid_group, "hybrid_shard group size G (0: 2)");
+  cmd->add_option("--strategy", o->strategies, "strategies to plan (repeatable; default all)");
+  cmd->add_option("--param-dtype", o->param_dtype, "f32 | bf16 | f16");
+  cmd->add_option("--reduce-dtype", o->reduce_dtype, "f32 | bf16 | f16");
+  cmd->add_option("--batch", p.batch, "sequences per rank per micro-batch");
+  cmd->add_option("--seq", p.seq, "tokens per sequence (0: the model's max)");
+  cmd->add_option("--accum", p.accum, "micro-batches per step");
+  cmd->add_option("--prefetch", p.prefetch, "all-gathers issued ahead");
+  cmd->add_flag("--act-ckpt", p.act_ckpt, "activation checkpointing");
+  cmd->add_option("--mem-limit", o->limit, "per-rank capacity, e.g. 16GiB (exit 2 if none fits)");
+  cmd->add_flag("--decimal", p.decimal, "GB (1e9 bytes, as the ZeRO paper) instead of MiB");
+  cmd->footer(
+      "\nExample (the ZeRO paper's Figure 1: 120, 31.4, 16.6, 1.9 GB):\n"
+      "  shardlab plan --params 7.5e9 --ranks 64 --param-dtype f16 --reduce-dtype f16 --decimal\n"
+      "  shardlab plan --model gpt2 --ranks 8 --batch 4 --seq 1024 --mem-limit 16GiB\n");
+  return {cmd, [o] {
+            PlanCommandOptions& p = o->plan;
+            char* end = nullptr;
+            const double psi = std::strtod(o->params.c_str(), &end);
+            if (end == o->params.c_str() || *end != 0 || !(psi >= 0))
+              SL_THROW(InvalidArgument, "--params ", o->params,
+                       ": expected a parameter count such as 7.5e9");
+            p.params = static_cast<int64_t>(psi);
+            p.capacity = parse_bytes(o->limit);
+            p.param_dtype = parse_dtype(o->param_dtype);
+            p.reduce_dtype = parse_dtype(o->reduce_dtype);
+            for (const std::string& s : o->strategies) p.strategies.push_back(parse_strategy(s));
+            return plan_command(p, std::cout);
+          }};
+}
+
+}  // namespace shardlab

@@ -1,0 +1,215 @@
+// `shardlab train`: every option of TrainConfig, grouped as the help shows them.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "core/base/error.hpp"
+#include "core/memory/tracker.hpp"
+#include "core/model/config.hpp"
+#include "core/optim/optimizer.hpp"
+#include "core/train/cli.hpp"
+#include "core/train/trainer.hpp"
+
+namespace shardlab {
+
+std::string preset_list() {
+  std::string s;
+  for (const std::string& n : GPTConfig::preset_names()) s += (s.empty() ? "" : "|") + n;
+  return s;
+}
+
+namespace {
+
+// String options parsed after CLI11 is done, so their errors read like every other one.
+struct TrainStrings {
+  std::string optimizer = "adamw";
+  std::string schedule = "cosine";
+  std::string strategy = "full_shard";
+  std::string param_dtype = "f32";
+  std::string reduce_dtype = "f32";
+  std::string accum_mode = "reduce_each";
+  std::string mem_limit = "0";
+  std::string trace = "on";
+};
+
+void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {
+  cmd->option_defaults()->always_capture_default();
+  // A later occurrence wins, so scripts can append overrides to a base command line.
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+
+  cmd->add_option("--model", c.model, "model preset: " + preset_list() + " (sizes below)")
+      ->group("Model");
+  cmd->add_option("--n-layer", c.n_layer, "override the preset's transformer blocks (0 = keep)")
+      ->group("Model");
+  cmd->add_option("--n-head", c.n_head, "override the attention heads; must divide n_embd")
+      ->group("Model");
+  cmd->add_option("--n-embd", c.n_embd, "override the residual width C")->group("Model");
+  cmd->add_option("--vocab-size", c.vocab_size, "override the vocabulary size V")->group("Model");
+  cmd->add_option("--max-seq-len", c.max_seq_len, "override the longest sequence the model takes")
+      ->group("Model");
+
+  cmd->add_option("--data", c.data,
+                  "synthetic (Markov chain, known best loss) | FILE.bin (llm.c shard) | any "
+                  "other FILE (bytes)")
+      ->group("Data");
+  cmd->add_option("--synthetic-vocab", c.synthetic.vocab, "synthetic: number of distinct tokens")
+      ->group("Data");
+  cmd->add_option("--synthetic-successors", c.synthetic.successors,
+                  "synthetic: possible next tokens after each token")
+      ->group("Data");
+  cmd->add_option("--corpus-seed", c.synthetic.seed, "synthetic: seed of the chain and its sample")
+      ->group("Data");
+  cmd->add_option("--corpus-tokens", c.synthetic.tokens, "synthetic: tokens drawn from the chain")
+      ->group("Data");
+
+  cmd->add_option("--steps", c.steps, "optimizer steps to run")->group("Training");
+  cmd->add_option("--batch", c.batch, "sequences per step (B)")->group("Training");
+  cmd->add_option("--seq", c.seq, "tokens per sequence (T); at most the model's max_seq_len")
+      ->group("Training");
+  cmd->add_option("--seed", c.seed, "seed of the initial weights and of the batch order")
+      ->group("Training");
+  cmd->add_option("--print-every", c.print_every,
+                  "print a line every k steps (0 = every step up to 100 steps, else ~50 lines)")
+      ->group("Training");
+  cmd->add_option("--threads", c.threads, "OpenBLAS threads for the matrix products")
+      ->group("Training");
+
+  cmd->add_option("--optimizer", s.optimizer, "adamw | sgd")->group("Optimizer");
+  cmd->add_option("--lr", c.optim.lr, "peak learning rate")->group("Optimizer");
+  cmd->add_option("--warmup", c.warmup, "steps of linear warmup to the peak rate")
+      ->group("Optimizer");
+  cmd->add_option("--schedule", s.schedule, "after warmup: cosine | constant")->group("Optimizer");
+  cmd->add_option("--min-lr-ratio", c.min_lr_ratio, "cosine ends at lr * this ratio")
+      ->group("Optimizer");
+  cmd->add_option("--weight-decay", c.optim.weight_decay,
+                  "AdamW: decoupled decay (p -= lr*wd*p); SGD: L2 added to the gradient")
+      ->group("Optimizer");
+  cmd->add_option("--beta1", c.optim.beta1, "AdamW first-moment decay")->group("Optimizer");
+  cmd->add_option("--beta2", c.optim.beta2, "AdamW second-moment decay")->group("Optimizer");
+  cmd->add_option("--eps", c.optim.eps, "AdamW epsilon")->group("Optimizer");
+  cmd->add_option("--momentum", c.optim.momentum, "SGD momentum (0 = plain SGD)")
+      ->group("Optimizer");
+
+  cmd->add_option("--strategy", s.strategy,
+                  "no_shard (DDP) | shard_optim (ZeRO-1) | shard_grad_op (ZeRO-2) | full_shard "
+                  "(ZeRO-3, FSDP) | hybrid_shard (HSDP)")
+      ->group("Parallelism");
+  cmd->add_option("--ranks", c.ranks,
+                  "ranks: local threads each with its own tracked memory, or GPUs with nccl")
+      ->group("Parallelism");
+  cmd->add_option("--backend", c.backend,
+                  "local (threads) | mpi (under mpirun: one process per rank, --ranks ignored) | "
+                  "nccl (one GPU per rank; needs --device cuda)")
+      ->group("Parallelism");
+  cmd->add_option("--device", c.device, "cpu | cuda (needs --backend nccl and a CUDA build)")
+      ->group("Parallelism");
+  cmd->add_option("--hybrid-group", c.hybrid_group,
+                  "hybrid_shard: ranks per shard group G (must divide the ranks; 0 = all)")
+      ->group("Parallelism");
+  cmd->add_option("--prefetch", c.prefetch,
+                  "units whose all-gather is issued ahead of the one computing (0 = off)")
+      ->group("Parallelism");
+  cmd->add_option("--max-inflight-gathers", c.max_inflight_gathers,
+                  "at most this many all-gathers in flight, the one about to be used included "
+                  "(0 = no cap): bounds the gathered units' memory")
+      ->group("Parallelism");
+  cmd->add_option("--param-dtype", s.param_dtype,
+                  "f32 | bf16 | f16: gathered parameters (fp32 master copy kept)")
+      ->group("Parallelism");
+  cmd->add_option("--reduce-dtype", s.reduce_dtype, "f32 | bf16 | f16: gradient reduction")
+      ->group("Parallelism");
+  cmd->add_option("--accum", c.accum, "micro-batches per step (gradient accumulation)")
+      ->group("Parallelism");
+  cmd->add_option("--accum-mode", s.accum_mode,
+                  "sharded gradients: reduce_each (memory stays sharded) | no_sync (reduce once)")
+      ->group("Parallelism");
+  cmd->add_option("--clip", c.clip, "clip the global gradient norm to this (0 = off)")
+      ->group("Parallelism");
+  cmd->add_flag("--act-ckpt", c.act_ckpt, "recompute each block's forward during its backward")
+      ->group("Parallelism");
+  cmd->add_option("--mem-limit", s.mem_limit,
+                  "per-rank memory capacity, e.g. 512MiB (0 = none): over it, out of memory")
+      ->group("Parallelism");
+  cmd->add_option("--trace", s.trace,
+                  "on: write a run directory (the viewer and `shardlab summary` read it) | off")
+      ->group("Tracing");
+  cmd->add_option("--run-dir", c.run_dir,
+                  "the run directory (auto = runs/<strategy>-n<N>-<time>)")
+      ->group("Tracing");
+  cmd->add_flag("--overwrite", c.overwrite_run_dir, "reuse a non-empty --run-dir")
+      ->group("Tracing");
+
+  cmd->add_option("--save-every", c.save_every,
+                  "save a checkpoint every K steps and after the last one (0 = never)")
+      ->group("Checkpoints");
+  cmd->add_option("--ckpt-dir", c.ckpt_dir, "where checkpoints go: DIR/step-<k>/ and DIR/latest")
+      ->group("Checkpoints");
+  cmd->add_option("--keep-last", c.keep_last, "keep only the newest N checkpoints (0 = all)")
+      ->group("Checkpoints");
+  cmd->add_option("--resume", c.resume,
+                  "continue from a checkpoint: DIR (step-<k>/ or a root with `latest`) or latest "
+                  "(the newest in --ckpt-dir); any strategy and --ranks")
+      ->group("Checkpoints");
+  cmd->add_option("--init-from", c.init_from,
+                  "start from the parameters of a .safetensors file (shardlab export, or GPT-2 "
+                  "weights of this shape)")
+      ->group("Checkpoints");
+}
+
+void apply_strings(TrainConfig& c, const TrainStrings& s) {
+  c.optim.kind = parse_optimizer_kind(s.optimizer);
+  c.schedule = parse_lr_schedule(s.schedule);
+  c.strategy = parse_strategy(s.strategy);
+  c.param_dtype = parse_dtype(s.param_dtype);
+  c.reduce_dtype = parse_dtype(s.reduce_dtype);
+  c.accum_mode = parse_accum_mode(s.accum_mode);
+  c.mem_limit = parse_bytes(s.mem_limit);
+  if (s.trace == "off") {
+    if (c.run_dir != "auto" && !c.run_dir.empty())
+      SL_THROW(InvalidArgument, "--trace off and --run-dir ", c.run_dir, ": choose one");
+    c.run_dir.clear();
+  } else if (s.trace != "on") {
+    SL_THROW(InvalidArgument, "--trace '", s.trace, "': expected on or off");
+  }
+}
+
+const char* kTrainFooter =
+    "\nPresets (parameters): tiny 0.1M (V 256, T 64, L 2, C 64); small 3.3M (V 256, T 256, L 4,\n"
+    "C 256); medium 25.6M (V 256, T 512, L 8, C 512); gpt2 124M (V 50257, T 1024, L 12, C 768).\n"
+    "Each step prints: step | loss (mean since the previous line) | lr | tokens/s | peak MiB.\n"
+    "\nExamples:\n"
+    "  shardlab train                                   small model, synthetic data, defaults\n"
+    "  shardlab train --model tiny --steps 50 --lr 3e-3\n"
+    "  shardlab train --data data/fsdp_notes.txt --steps 500 --seq 128\n"
+    "  shardlab train --ranks 4 --strategy full_shard --run-dir runs/fsdp4\n"
+    "  shardlab summary runs/fsdp4\n"
+    "  shardlab train --ranks 4 --steps 200 --save-every 50 --ckpt-dir ckpt\n"
+    "  shardlab train --ranks 2 --strategy no_shard --steps 300 --ckpt-dir ckpt --resume latest\n"
+    "  shardlab train --ranks 4 --strategy no_shard --mem-limit 40MiB      (out of memory)\n"
+    "  mpirun -np 4 shardlab train --backend mpi --strategy hybrid_shard --hybrid-group 2\n"
+    "  shardlab data encode data/fsdp_notes.txt notes.bin && shardlab train --data notes.bin\n"
+    "  shardlab train --backend nccl --device cuda --ranks 8 --model gpt2  (CUDA build)\n";
+
+}  // namespace
+
+CliCommand add_train_command(CLI::App& app) {
+  struct Options {
+    TrainConfig cfg;
+    TrainStrings str;
+  };
+  auto o = std::make_shared<Options>();
+  o->cfg.run_dir = "auto";  // the command line traces by default; --trace off turns it off
+  CLI::App* cmd = app.add_subcommand(
+      "train", "train a GPT on N ranks with any sharding strategy, one line per step");
+  add_train_options(cmd, o->cfg, o->str);
+  cmd->footer(kTrainFooter);
+  return {cmd, [o] {
+            apply_strings(o->cfg, o->str);
+            run_training(o->cfg, std::cout);
+            return 0;
+          }};
+}
+
+}  // namespace shardlab

@@ -1,0 +1,235 @@
+// run_training(): checks that need no rank (config, data, the checkpoint to resume), then one
+// function per rank: run directory, engine, resume or initialisation, the step loop with its
+// printed lines and checkpoints, the summary.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/base/error.hpp"
+#include "core/checkpoint/load.hpp"
+#include "core/checkpoint/safetensors.hpp"
+#include "core/comm/launcher.hpp"
+#include "core/trace/recorder.hpp"
+#include "core/trace/run_dir.hpp"
+#include "core/train/corpus.hpp"
+#include "core/train/data_loader.hpp"
+#include "core/train/engine_stepper.hpp"
+#include "core/train/train_checkpoint.hpp"
+#include "core/train/train_output.hpp"
+#include "core/train/trainer.hpp"
+
+namespace shardlab {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// What every rank shares, settled before the ranks start.
+struct RunPlan {
+  const TrainConfig& cfg;
+  GPTConfig model;
+  std::shared_ptr<const TokenCorpus> corpus;
+  EngineConfig engine;
+  std::string resume_dir;  // the resolved checkpoint directory; empty when not resuming
+};
+
+// Tracing for one rank: a recorder appending to the shared run directory, attached to the rank's
+// tracker and communicator so it sees every allocation and collective from here on.
+class RankTrace {
+ public:
+  RankTrace(const RunPlan& p, RankContext& ctx) : ctx_(ctx) {
+    if (p.cfg.run_dir.empty()) return;
+    path_ = open_run_dir(p.cfg, p.model, ctx, p.resume_dir);
+    rec_ = RunDir::open(path_).make_recorder(ctx.rank);
+    rec_->attach(*ctx.tracker);
+    ctx.comm->set_recorder(rec_.get());
+    ctx.recorder = rec_.get();
+  }
+  ~RankTrace() { detach(); }
+  RankTrace(const RankTrace&) = delete;
+  RankTrace& operator=(const RankTrace&) = delete;
+
+  const std::string& path() const { return path_; }
+  // Every rank's events on disk, then rank 0 writes summary.json and trace.json. Collective.
+  // Nothing is recorded after this: the engine's teardown would land after the summary.
+  void finish() {
+    if (!rec_) return;
+    rec_->flush();
+    detach();
+    ctx_.comm->barrier();
+    if (ctx_.rank == 0) RunDir::open(path_).finish();
+  }
+
+ private:
+  void detach() {
+    if (!rec_ || !attached_) return;
+    ctx_.comm->set_recorder(nullptr);
+    rec_->detach();
+    attached_ = false;
+  }
+
+  RankContext& ctx_;
+  std::string path_;
+  std::unique_ptr<Recorder> rec_;
+  bool attached_ = true;
+};
+
+// Loads the checkpoint (or the safetensors file) into the engine and the loader; returns the
+// steps already done.
+int64_t restore(const RunPlan& p, RankContext& ctx, EngineStepper& stepper, DataLoader& loader,
+                std::ostream& out) {
+  const TrainConfig& cfg = p.cfg;
+  const bool printer = ctx.rank == 0;
+  if (!p.resume_dir.empty()) {
+    ScopedSpan span(ctx.recorder, "checkpoint_load");
+    const CheckpointMeta meta = load_train_checkpoint(stepper.engine(), p.resume_dir);
+    loader.set_position(loader_position_from(
+        meta.loader, cfg, static_cast<int64_t>(p.corpus->tokens.size()), p.resume_dir));
+    ctx.comm->barrier();  // every rank loaded its part (a corrupted range fails the one reading it)
+    if (printer) {
+      out << "resumed from " << p.resume_dir << " at step " << meta.step << " (saved by "
+          << meta.world_size << " rank" << (meta.world_size == 1 ? "" : "s") << ", "
+          << meta.strategy << ")\n";
+      if (meta.extra.contains("train")) {
+        const std::string d =
+            config_difference(meta.extra.at("train"), train_config_json(cfg), "config");
+        if (!d.empty()) out << "note: this run's settings differ from the checkpoint's: " << d << "\n";
+      }
+      out << "\n";
+    }
+    return meta.step;
+  }
+  if (!cfg.init_from.empty()) {
+    ScopedSpan span(ctx.recorder, "init_from");
+    init_engine_from_safetensors(stepper.engine(), cfg.init_from);
+    if (printer) out << "parameters from " << cfg.init_from << " (optimizer state zero)\n\n";
+  }
+  return 0;
+}
+
+void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResult& r) {
+  const TrainConfig& cfg = p.cfg;
+  SL_CHECK(cfg.batch % (static_cast<int64_t>(ctx.world) * cfg.accum) == 0, "--batch ", cfg.batch,
+           " must split evenly over ", ctx.world, " ranks x --accum ", cfg.accum);
+  RankTrace trace(p, ctx);
+  const bool printer = ctx.rank == 0;
+  if (printer) {
+    print_run_header(out, cfg, p.model, *p.corpus);
+    print_parallel_line(out, cfg, ctx.world, ctx.comm->backend());
+  }
+
+  DataLoader loader(p.corpus, {cfg.batch, cfg.seq, ctx.rank, ctx.world, cfg.seed});
+  EngineStepper stepper(ctx, p.model, p.engine, cfg.accum);
+  const int64_t start = restore(p, ctx, stepper, loader, out);
+  const int64_t every = cfg.print_interval();
+  const int64_t tokens_per_step = cfg.batch * cfg.seq;
+  const nlohmann::json extra = {{"train", train_config_json(cfg)}};
+  std::vector<float> losses;
+  std::string last_ckpt;
+  double ckpt_seconds = 0.0;
+  if (printer) print_step_header(out);
+
+  const auto t0 = Clock::now();
+  auto t_line = t0;
+  double loss_sum = 0.0;
+  int64_t since_line = 0;
+  for (int64_t s = start; s < cfg.steps; ++s) {
+    const Batch batch = loader.next();
+    const float lr = cfg.lr_at(s);
+    const auto t_step = Clock::now();
+    const float loss = stepper.step(batch.inputs.data(), batch.targets.data(),
+                                    static_cast<int>(batch.rows), static_cast<int>(batch.seq), lr);
+    const double step_s = seconds_since(t_step);
+    if (!std::isfinite(loss))
+      SL_THROW(Error, "step ", s + 1, ": loss is ", loss, " (diverged: try a lower --lr than ",
+               cfg.optim.lr, ")");
+    ctx.recorder->step(static_cast<int>(s + 1), loss, batch.rows * batch.seq, step_s);
+    ctx.recorder->flush();
+    losses.push_back(loss);
+    loss_sum += loss;
+    ++since_line;
+    const bool line_due = (s + 1) % every == 0 || s + 1 == cfg.steps;
+    if (printer && line_due) {
+      const double dt = seconds_since(t_line);
+      print_step_line(out, {s + 1, loss_sum / since_line, lr,
+                            dt > 0 ? since_line * tokens_per_step / dt : 0.0,
+                            ctx.tracker->peak_total()});
+      t_line = Clock::now();
+    }
+    if (line_due) {
+      loss_sum = 0.0;
+      since_line = 0;
+    }
+    if (cfg.save_every > 0 && ((s + 1) % cfg.save_every == 0 || s + 1 == cfg.steps)) {
+      const auto t_save = Clock::now();
+      // A compute-lane span: the save's barriers wait on file I/O, not on communication.
+      ScopedSpan span(ctx.recorder, "checkpoint_save");
+      last_ckpt = save_train_checkpoint(stepper.engine(), *ctx.comm, cfg.ckpt_dir, s + 1,
+                                        loader_state_json(loader, cfg), extra, cfg.keep_last);
+      ctx.recorder->mark("checkpoint " + last_ckpt);
+      const double dt = seconds_since(t_save);
+      ckpt_seconds += dt;
+      t_line += Clock::now() - t_save;  // saving is not training: keep it out of tokens/s
+      if (printer) out << "saved " << last_ckpt << " (" << fmt("%.2f", dt) << " s)\n";
+    }
+  }
+  const double seconds = seconds_since(t0) - ckpt_seconds;
+  trace.finish();
+
+  if (!printer) return;
+  r.losses = losses;
+  r.start_step = start;
+  r.num_params = stepper.num_params();
+  r.world = ctx.world;
+  r.seconds = seconds;
+  r.tokens = (cfg.steps - start) * tokens_per_step;
+  r.tokens_per_s = r.seconds > 0 ? static_cast<double>(r.tokens) / r.seconds : 0.0;
+  r.peak_bytes = ctx.tracker->peak_total();
+  r.peak_by_category = ctx.tracker->at_peak();
+  r.comm_bytes_per_step = stepper.last().comm_total();
+  r.run_dir = trace.path();
+  r.last_checkpoint = last_ckpt;
+  r.checkpoint_seconds = ckpt_seconds;
+  const size_t tail = std::min<size_t>(10, r.losses.size());
+  for (size_t i = r.losses.size() - tail; i < r.losses.size(); ++i) r.final_loss += r.losses[i];
+  if (tail) r.final_loss /= static_cast<double>(tail);
+  print_run_summary(out, r, *ctx.tracker);
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
+  cfg.validate();
+  RunPlan p{cfg, cfg.model_config(), nullptr, engine_config(cfg), ""};
+  set_blas_threads(cfg.threads);  // the local launcher sets 1 per rank when there are several
+
+  p.corpus = std::make_shared<const TokenCorpus>(load_corpus(cfg.data, cfg.synthetic));
+  if (p.corpus->vocab > p.model.vocab_size)
+    SL_THROW(InvalidArgument, "data '", p.corpus->name, "' has token ids up to ",
+             p.corpus->vocab - 1, " but the model's vocab_size is ", p.model.vocab_size,
+             " (use --vocab-size ", p.corpus->vocab, " or --model gpt2)");
+  // Problems with the files to start from are reported here, once, before any rank starts.
+  if (!cfg.resume.empty())
+    p.resume_dir = check_resume(cfg.resume_path(), cfg, static_cast<int64_t>(p.corpus->tokens.size()));
+  if (!cfg.init_from.empty()) SafetensorsFile check(cfg.init_from);
+
+  LaunchOptions lo;
+  lo.backend = cfg.backend;
+  lo.ranks = cfg.ranks;
+  lo.device = cfg.device;
+  lo.mem_limit = cfg.mem_limit;
+  TrainResult r;
+  r.entropy_rate = p.corpus->entropy_rate;
+  launch(lo, [&](RankContext& ctx) { train_rank(p, ctx, out, r); });
+  return r;
+}
+
+}  // namespace shardlab

@@ -1,0 +1,180 @@
+// What `shardlab train` prints and records besides the step lines.
+#include "core/train/train_output.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+#include <vector>
+
+#include "core/base/error.hpp"
+#include "core/fsdp/strategy.hpp"
+#include "core/memory/tracker.hpp"
+#include "core/trace/run_dir.hpp"
+
+namespace shardlab {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+void print_run_header(std::ostream& out, const TrainConfig& cfg, const GPTConfig& m,
+                      const TokenCorpus& corpus) {
+  out << "shardlab train: model " << cfg.model << " " << m.describe() << "\n"
+      << "data: " << corpus.description << "\n";
+  if (corpus.kind == CorpusKind::synthetic)
+    out << "      (the entropy rate is the lowest loss any model can reach on this data)\n";
+  out << "optimizer: " << optimizer_kind_name(cfg.optim.kind) << ", lr " << cfg.optim.lr;
+  if (cfg.warmup > 0) out << " after " << cfg.warmup << " warmup steps";
+  if (cfg.schedule == LrSchedule::cosine)
+    out << ", cosine decay to " << cfg.optim.lr * cfg.min_lr_ratio;
+  if (cfg.optim.kind == OptimizerKind::adamw)
+    out << ", betas (" << cfg.optim.beta1 << ", " << cfg.optim.beta2 << ")";
+  else
+    out << ", momentum " << cfg.optim.momentum;
+  out << ", weight decay " << cfg.optim.weight_decay << "\n"
+      << "batch " << cfg.batch << " x " << cfg.seq << " = " << cfg.batch * cfg.seq
+      << " tokens/step, " << cfg.steps << " steps, seed " << cfg.seed << ", " << cfg.threads
+      << " BLAS thread" << (cfg.threads == 1 ? "" : "s") << "\n";
+}
+
+void print_parallel_line(std::ostream& out, const TrainConfig& cfg, int world,
+                         const char* backend) {
+  out << "parallel: " << strategy_name(cfg.strategy) << " on " << world << " rank"
+      << (world == 1 ? "" : "s") << " (" << backend
+      << (cfg.device == "cpu" ? "" : ", " + cfg.device) << ")";
+  if (cfg.strategy == Strategy::hybrid_shard)
+    out << ", groups of " << (cfg.hybrid_group > 0 ? cfg.hybrid_group : world);
+  out << ", prefetch " << cfg.prefetch << ", params " << dtype_name(cfg.param_dtype)
+      << ", grads " << dtype_name(cfg.reduce_dtype);
+  if (cfg.accum > 1)
+    out << ", " << cfg.accum << " micro-batches (" << accum_mode_name(cfg.accum_mode) << ")";
+  if (cfg.clip > 0) out << ", clip " << cfg.clip;
+  if (cfg.act_ckpt) out << ", activation checkpointing";
+  if (cfg.mem_limit > 0) out << ", memory limit " << format_bytes(cfg.mem_limit) << "/rank";
+  out << "\n\n";
+}
+
+void print_run_summary(std::ostream& out, const TrainResult& r, const MemoryTracker& tracker) {
+  out << "\n";
+  if (r.losses.empty()) {
+    out << "no steps run\n";
+    return;
+  }
+  const size_t tail = std::min<size_t>(10, r.losses.size());
+  out << "final loss " << fmt("%.4f", r.final_loss) << " (mean of the last " << tail
+      << " steps)";
+  if (!std::isnan(r.entropy_rate))
+    out << "; entropy rate " << fmt("%.4f", r.entropy_rate) << ": "
+        << fmt("%.1f", 100.0 * (r.final_loss / r.entropy_rate - 1.0)) << "% above the floor";
+  out << "\n"
+      << r.losses.size() << " steps, " << r.tokens << " tokens in " << fmt("%.1f", r.seconds)
+      << " s: " << fmt("%.0f", r.tokens_per_s) << " tokens/s\n";
+  out << "peak memory " << format_bytes(r.peak_bytes) << " (";
+  MemArray at = tracker.at_peak();
+  bool first = true;
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    if (at[c] == 0) continue;
+    out << (first ? "" : ", ") << mem_category_name(static_cast<MemCategory>(c)) << " "
+        << format_bytes(at[c]);
+    first = false;
+  }
+  out << ")\n";
+  if (!r.last_checkpoint.empty())
+    out << "checkpoint: " << r.last_checkpoint << " (saving took "
+        << fmt("%.2f", r.checkpoint_seconds) << " s in all)\n";
+  if (!r.run_dir.empty())
+    out << "run directory: " << r.run_dir << "\n"
+        << "  (tables: shardlab summary " << r.run_dir << "; timelines: shardlab-viewer "
+        << r.run_dir << ")\n";
+}
+
+nlohmann::json train_config_json(const TrainConfig& cfg) {
+  return {{"steps", cfg.steps},
+          {"batch", cfg.batch},
+          {"seq", cfg.seq},
+          {"accum", cfg.accum},
+          {"accum_mode", accum_mode_name(cfg.accum_mode)},
+          {"prefetch", cfg.prefetch},
+          {"max_inflight_gathers", cfg.max_inflight_gathers},
+          {"param_dtype", dtype_name(cfg.param_dtype)},
+          {"reduce_dtype", dtype_name(cfg.reduce_dtype)},
+          {"act_ckpt", cfg.act_ckpt},
+          {"clip", cfg.clip},
+          {"mem_limit", cfg.mem_limit},
+          {"optimizer", optimizer_kind_name(cfg.optim.kind)},
+          {"lr", cfg.optim.lr},
+          {"warmup", cfg.warmup},
+          {"schedule", lr_schedule_name(cfg.schedule)},
+          {"min_lr_ratio", cfg.min_lr_ratio},
+          {"weight_decay", cfg.optim.weight_decay},
+          {"seed", cfg.seed},
+          {"data", cfg.data}};
+}
+
+namespace {
+
+nlohmann::json run_meta(const TrainConfig& cfg, const GPTConfig& m, int world,
+                        const std::string& backend, const std::string& resumed_from) {
+  nlohmann::json meta;
+  meta["strategy"] = strategy_name(cfg.strategy);
+  meta["world_size"] = world;
+  meta["backend"] = backend;
+  meta["mesh"] = {{"shard_group", shard_group_size(cfg.strategy, world,
+                                                   cfg.hybrid_group > 0 ? cfg.hybrid_group : world)},
+                  {"replicas", cfg.strategy == Strategy::no_shard
+                                   ? world
+                                   : world / shard_group_size(cfg.strategy, world,
+                                                              cfg.hybrid_group > 0
+                                                                  ? cfg.hybrid_group
+                                                                  : world)}};
+  meta["model"] = {{"preset", cfg.model},         {"vocab_size", m.vocab_size},
+                   {"max_seq_len", m.max_seq_len}, {"n_layer", m.n_layer},
+                   {"n_head", m.n_head},           {"n_embd", m.n_embd},
+                   {"num_params", m.num_params()}};
+  meta["config"] = train_config_json(cfg);
+  meta["device"] = cfg.device;
+  if (!resumed_from.empty()) meta["config"]["resumed_from"] = resumed_from;
+  return meta;
+}
+
+}  // namespace
+
+// The run directory of a launched run, made by rank 0 and shared with the others: rank 0 creates
+// it (and the name, when automatic), broadcasts the path, and every rank records into it.
+std::string open_run_dir(const TrainConfig& cfg, const GPTConfig& m, RankContext& ctx,
+                         const std::string& resumed_from) {
+  constexpr int kPathBytes = 4096;
+  std::vector<char> path(kPathBytes, 0);
+  std::string error;
+  if (ctx.rank == 0) {
+    try {
+      RunDirOptions o;
+      if (cfg.run_dir != "auto") o.dir = cfg.run_dir;
+      o.overwrite = cfg.overwrite_run_dir;
+      const std::string p =
+          RunDir::create(run_meta(cfg, m, ctx.world, ctx.comm->backend(), resumed_from), o)
+              .path();
+      SL_CHECK(p.size() < kPathBytes, "run directory path too long: ", p);
+      std::copy(p.begin(), p.end(), path.begin());
+    } catch (const Error& e) {
+      error = e.what();  // the others learn of it from the empty path, then rank 0 rethrows
+    }
+  }
+  Buffer buf = ctx.device->alloc(kPathBytes, MemCategory::comm_buffers);
+  ctx.device->copy_from_host(buf.data(), path.data(), kPathBytes);
+  ctx.comm->broadcast(buf.data(), kPathBytes / 4, DType::f32, 0);  // bytes, no arithmetic
+  ctx.device->copy_to_host(path.data(), buf.data(), kPathBytes);
+  if (!error.empty()) throw InvalidArgument(error);  // the launcher keeps one "rank 0: "
+  if (path[0] == 0) {
+    // Rank 0 failed and is about to report why; wait here until its failure releases us, so the
+    // error the user sees is rank 0's.
+    ctx.comm->barrier();
+    SL_THROW(Error, "rank 0 could not create the run directory");
+  }
+  return std::string(path.data());
+}
+
+}  // namespace shardlab
