@@ -72,6 +72,11 @@ TEST(ViewerRunInfo, ReadsMetaFieldsAndToleratesAbsence) {
   EXPECT_EQ(read_run_info(run).mem_limit, int64_t(512) << 20);
   run.meta["mem_limit"] = "lots";
   EXPECT_EQ(read_run_info(run).mem_limit, 0);
+  // shardlab train's meta.json: the capacity sits in "config" (0 there means none).
+  run.meta = {{"world_size", 4}, {"config", {{"mem_limit", 83886080}}}};
+  EXPECT_EQ(read_run_info(run).mem_limit, 83886080);
+  run.meta["config"]["mem_limit"] = 0;
+  EXPECT_EQ(read_run_info(run).mem_limit, 0);
 }
 
 TEST(ViewerRunModel, SummaryMatchesTheSchedule) {

@@ -47,8 +47,14 @@ RunInfo read_run_info(const RunData& run) {
         break;
       }
     }
+    // `shardlab train` writes the capacity inside "config"; other writers put it at the top.
     auto lim = m.find("mem_limit");
-    if (lim != m.end()) info.mem_limit = meta_bytes(*lim);
+    if (lim != m.end()) {
+      info.mem_limit = meta_bytes(*lim);
+    } else if (auto cfg = m.find("config"); cfg != m.end() && cfg->is_object()) {
+      auto c = cfg->find("mem_limit");
+      if (c != cfg->end()) info.mem_limit = meta_bytes(*c);
+    }
   }
   if (info.world <= 0) info.world = static_cast<int>(run.ranks.size());
   if (info.name.empty()) {
