@@ -33,6 +33,7 @@ PlanInput plan_for(const GPTConfig& model, const EngineConfig& ec, int ranks, in
   in.act_ckpt = ec.act_ckpt;
   in.accum_mode = ec.accum_mode;
   in.clip = ec.clip > 0;
+  in.optim_bytes = optimizer_bytes_per_param(ec.optim);
   return in;
 }
 
@@ -78,6 +79,26 @@ TEST(FsdpMemory, PersistentBytesMatchTheFormulasForEveryStrategyAndN1To8) {
         EXPECT_GT(plan.padding_bytes, 0) << strategy_name(s) << " N=" << n;
       }
     }
+  }
+}
+
+TEST(FsdpMemory, SgdKeepsLessOptimizerState) {
+  const GPTConfig model = tiny_model();
+  for (float momentum : {0.9f, 0.0f}) {
+    EngineConfig ec = test_config(Strategy::full_shard);
+    ec.optim.kind = OptimizerKind::sgd;
+    ec.optim.momentum = momentum;
+    std::vector<MemArray> measured(2);
+    LaunchOptions lo;
+    lo.ranks = 2;
+    launch(lo, [&](RankContext& ctx) {
+      Engine eng(*ctx.device, *ctx.comm, ctx.recorder, model, ec);
+      measured[ctx.rank] = eng.persistent_bytes();
+    });
+    MemoryPlan plan = plan_memory(plan_for(model, ec, 2, 1, 16, 1));
+    EXPECT_EQ(measured[0], plan.persistent);
+    EXPECT_EQ(cat(measured[0], MemCategory::optimizer_state),
+              (momentum != 0 ? 4 : 0) * model.num_params() / 2);
   }
 }
 
@@ -152,7 +173,7 @@ TEST(FsdpMemory, CapacityThatNoShardExceedsFullShardTrainsIn) {
   model.n_layer = 8;
   model.n_embd = 64;
   EngineConfig dp = test_config(Strategy::no_shard), fsdp = test_config(Strategy::full_shard);
-  fsdp.adam.lr = 2e-3f;  // deeper and wider than tiny_model: a gentler rate
+  fsdp.optim.lr = 2e-3f;  // deeper and wider than tiny_model: a gentler rate
   const int64_t dp_peak = plan_memory(plan_for(model, dp, 4, 1, 16, 1)).peak_total();
   const int64_t fsdp_peak = plan_memory(plan_for(model, fsdp, 4, 1, 16, 1)).peak_total();
   ASSERT_LT(fsdp_peak * 3, dp_peak * 2);

@@ -6,6 +6,9 @@
 
 #include "core/fsdp/flat_param.hpp"
 #include "core/fsdp/memory_plan.hpp"
+#include "core/fsdp/plan_command.hpp"
+
+#include <sstream>
 
 using namespace shardlab;
 
@@ -123,4 +126,29 @@ TEST(FsdpPlan, CapacityDecidesFit) {
   EXPECT_TRUE(plan_memory(in).fits());
   in.unit_numels = {};
   EXPECT_THROW(plan_memory(in), InvalidArgument);
+}
+
+TEST(FsdpPlan, PlanCommandPrintsTheZeroExampleAndModelPlans) {
+  PlanCommandOptions o;
+  o.params = 7'500'000'000;
+  o.ranks = 64;
+  o.param_dtype = o.reduce_dtype = DType::f16;
+  o.decimal = true;
+  o.strategies = {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op,
+                  Strategy::full_shard};
+  std::ostringstream os;
+  EXPECT_EQ(plan_command(o, os), 0);
+  const std::string t = os.str();
+  for (const char* gb : {"120.000", "31.406", "16.641", "1.875"})
+    EXPECT_NE(t.find(gb), std::string::npos) << gb << " missing from\n" << t;
+
+  PlanCommandOptions m;
+  m.model = "tiny";
+  m.ranks = 4;
+  m.capacity = 1;  // nothing fits in one byte
+  std::ostringstream os2;
+  EXPECT_EQ(plan_command(m, os2), 2);
+  EXPECT_NE(os2.str().find("peak during"), std::string::npos) << os2.str();
+  m.model = "nope";
+  EXPECT_THROW(plan_command(m, os2), InvalidArgument);
 }

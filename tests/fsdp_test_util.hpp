@@ -30,8 +30,8 @@ inline GPTConfig tiny_model() {
 inline EngineConfig test_config(Strategy s) {
   EngineConfig ec;
   ec.strategy = s;
-  ec.adam.lr = 1e-2f;
-  ec.adam.weight_decay = 0.1f;
+  ec.optim.lr = 1e-2f;
+  ec.optim.weight_decay = 0.1f;
   return ec;
 }
 
@@ -122,7 +122,7 @@ inline RunResult run_reference(const GPTConfig& model, const EngineConfig& ec, i
     m.push_back(dev->alloc_zeros(gpt.layout(u).numel * 4, MemCategory::optimizer_state));
     v.push_back(dev->alloc_zeros(gpt.layout(u).numel * 4, MemCategory::optimizer_state));
   }
-  const AdamWConfig& a = ec.adam;
+  const OptimizerConfig& a = ec.optim;
   for (int s = 0; s < steps; ++s) {
     GlobalBatch gb = make_batch(model, rows, T, s);
     gpt.zero_grad();

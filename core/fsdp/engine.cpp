@@ -18,6 +18,7 @@ Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,
                    const EngineConfig& c)
     : dev(d), world(w), rec(r), model(m), cfg(c) {
   model.validate();
+  cfg.optim.validate();
   N = world.size();
   SL_CHECK(cfg.prefetch >= 0, "engine: prefetch ", cfg.prefetch, " must be >= 0");
   SL_CHECK(cfg.max_inflight_gathers >= 0, "engine: max_inflight_gathers ",
@@ -67,8 +68,7 @@ void Engine::Impl::init_units() {
     u.params = dev.alloc(n_params * psz(), MemCategory::params);
     u.grads = dev.alloc_zeros(n_grads * rsz(), MemCategory::grads);
     if (mixed()) u.master = dev.alloc(u.own.size * 4, MemCategory::optimizer_state);
-    u.exp_avg = dev.alloc_zeros(u.own.size * 4, MemCategory::optimizer_state);
-    u.exp_avg_sq = dev.alloc_zeros(u.own.size * 4, MemCategory::optimizer_state);
+    u.opt = make_optimizer(dev, cfg.optim, u.own.size);
 
     // Every rank initialises the whole unit on the host (values depend only on seed and names)
     // and keeps its part; padding is zero and stays zero (zero gradient, zero weight decay).
@@ -183,10 +183,18 @@ Engine::Engine(Device& dev, Communicator& world, Recorder* recorder, const GPTCo
 
 Engine::~Engine() {
   // Collectives still in flight read and write buffers about to be freed: finish them first.
+  // After a failure they may end in an error (the launcher aborted the world): nothing to report
+  // from a destructor, the original exception is already on its way.
   if (!impl_) return;
+  auto finish = [](Work& w) {
+    try {
+      w.wait();
+    } catch (...) {
+    }
+  };
   for (FsdpUnit& u : impl_->units)
-    if (u.gather_inflight) u.gather_work.wait();
-  for (PendingReduce& p : impl_->pending) p.work.wait();
+    if (u.gather_inflight) finish(u.gather_work);
+  for (PendingReduce& p : impl_->pending) finish(p.work);
 }
 
 StepStats Engine::step(const std::vector<const int*>& tokens,
@@ -245,13 +253,22 @@ int Engine::steps_done() const { return impl_->steps; }
 void Engine::set_steps_done(int t) {
   SL_CHECK(t >= 0, "engine: step count ", t, " must be >= 0");
   impl_->steps = t;
+  for (FsdpUnit& u : impl_->units) u.opt->set_step_count(t);
+}
+
+void Engine::set_lr(float lr) {
+  SL_CHECK(lr >= 0, "engine: learning rate ", lr, " must be >= 0");
+  impl_->cfg.optim.lr = lr;
+  for (FsdpUnit& u : impl_->units) u.opt->set_lr(lr);
 }
 
 MemArray Engine::persistent_bytes() const {
   MemArray out{};
-  for (const FsdpUnit& u : impl_->units)
-    for (const Buffer* b : {&u.params, &u.grads, &u.master, &u.exp_avg, &u.exp_avg_sq})
+  for (const FsdpUnit& u : impl_->units) {
+    for (const Buffer* b : {&u.params, &u.grads, &u.master})
       out[static_cast<int>(b->category())] += b->bytes();
+    out[static_cast<int>(MemCategory::optimizer_state)] += u.opt->state_bytes();
+  }
   return out;
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,18 +25,11 @@
 #include "core/fsdp/flat_param.hpp"
 #include "core/fsdp/strategy.hpp"
 #include "core/model/config.hpp"
+#include "core/optim/optimizer.hpp"
 
 namespace shardlab {
 
 class Recorder;
-
-struct AdamWConfig {
-  float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.95f;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;
-};
 
 struct EngineConfig {
   Strategy strategy = Strategy::full_shard;
@@ -47,7 +41,7 @@ struct EngineConfig {
   bool act_ckpt = false;           // recompute each block's forward during its backward
   AccumMode accum_mode = AccumMode::reduce_each;
   float clip = 0.0f;               // global gradient-norm limit, 0 = off
-  AdamWConfig adam;
+  OptimizerConfig optim;           // AdamW or SGD, one instance per unit over the owned range
   uint64_t seed = 1337;            // parameter initialisation (init_unit)
 };
 
@@ -64,10 +58,12 @@ struct StepStats {
 };
 
 // A rank's part of one unit, for checkpoints: the owned range of the padded flat buffer and fp32
-// host copies of the master parameters and Adam moments there (padding included, zeros).
+// host copies of the states there (padding included, zeros), by the checkpoint layer's names:
+// "params" (fp32 master parameters), "exp_avg" and "exp_avg_sq" (AdamW m and v) or
+// "momentum_buffer" (SGD with momentum).
 struct UnitShard {
   ShardRange range;
-  std::vector<float> params, exp_avg, exp_avg_sq;
+  std::map<std::string, std::vector<float>> states;
 };
 
 class Engine {
@@ -91,6 +87,8 @@ class Engine {
   // exceeds max_norm > 0. Call after the last forward_backward of a step.
   float clip_grad_norm(float max_norm);
   void optimizer_step();
+  // The learning rate of the next optimizer steps (the trainer's schedule sets it every step).
+  void set_lr(float lr);
 
   // Mean of a value over the world (loss reporting); not counted in StepStats' traffic.
   float world_mean(float v);
@@ -111,9 +109,11 @@ class Engine {
   // The reduced fp32 gradient of a unit (unpadded), on every rank: valid after the last
   // forward_backward of a step and before optimizer_step. Collective.
   std::vector<float> gather_unit_grads(int unit);
-  // This rank's shard of a unit (see UnitShard) and its inverse; the step count goes with Adam.
+  // This rank's shard of a unit (see UnitShard) and its inverse. set_shard is collective for
+  // shard_optim and shard_grad_op (the updated range is all-gathered into the full parameters).
   UnitShard get_shard(int unit) const;
   void set_shard(int unit, const UnitShard& s);
+  // Optimizer steps taken (AdamW's t); setting it restores a checkpoint's bias correction.
   void set_steps_done(int t);
 
   // Bytes by category of persistent state (params, grads, optimizer_state) this engine allocated.

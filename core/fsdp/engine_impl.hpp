@@ -22,8 +22,7 @@ struct FsdpUnit {
   Buffer params;      // params: P (full-params strategies) or S elements of param_dtype
   Buffer grads;       // grads: P (no_shard, shard_optim) or S elements of reduce_dtype
   Buffer master;      // optimizer_state: own.size fp32, only when param_dtype is not f32
-  Buffer exp_avg;     // optimizer_state: own.size fp32 (Adam m)
-  Buffer exp_avg_sq;  // optimizer_state: own.size fp32 (Adam v)
+  std::unique_ptr<Optimizer> opt;  // over own.size elements; its state is optimizer_state
 
   Buffer gathered;    // params_unsharded: P elements of param_dtype while gathered
   Buffer compute;     // workspace: P fp32, the compute copy when param_dtype is not f32

@@ -30,10 +30,15 @@ MemArray MemoryPlan::peak_by_category() const {
   return out;
 }
 
-StateBytes state_bytes(DType param_dtype, DType reduce_dtype) {
+StateBytes state_bytes(DType param_dtype, DType reduce_dtype, int64_t optim_bytes) {
   const int64_t master = param_dtype == DType::f32 ? 0 : 4;
   return {static_cast<int64_t>(dtype_size(param_dtype)),
-          static_cast<int64_t>(dtype_size(reduce_dtype)), 8 + master};
+          static_cast<int64_t>(dtype_size(reduce_dtype)), optim_bytes + master};
+}
+
+int64_t optimizer_bytes_per_param(const OptimizerConfig& o) {
+  if (o.kind == OptimizerKind::adamw) return 8;
+  return o.momentum != 0.0f ? 4 : 0;
 }
 
 double formula_persistent_bytes(Strategy s, double psi, int world, int hybrid_group,
@@ -71,7 +76,7 @@ MemoryPlan plan_memory(const PlanInput& in) {
   SL_CHECK(!plan.input.unit_numels.empty(), "plan: no units (give Psi or a model)");
   plan.group = shard_group_size(in.strategy, in.world,
                                 in.hybrid_group > 0 ? in.hybrid_group : in.world);
-  const StateBytes b = state_bytes(in.param_dtype, in.reduce_dtype);
+  const StateBytes b = state_bytes(in.param_dtype, in.reduce_dtype, in.optim_bytes);
   const bool full_p = keeps_full_params(in.strategy), full_g = keeps_full_grads(in.strategy),
              full_o = keeps_full_optim(in.strategy);
   for (int64_t n : plan.input.unit_numels) {

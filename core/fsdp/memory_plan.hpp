@@ -22,6 +22,7 @@
 #include "core/fsdp/strategy.hpp"
 #include "core/memory/tracker.hpp"
 #include "core/model/config.hpp"
+#include "core/optim/optimizer.hpp"
 
 namespace shardlab {
 
@@ -35,6 +36,8 @@ struct PlanInput {
   // model given only by Psi. Filled from `model` when that is set.
   std::vector<int64_t> unit_numels;
   int64_t capacity = 0;          // per-rank device capacity in bytes, 0 = unlimited
+  // Optimizer state per parameter: 8 for AdamW (m, v), 4 for SGD with momentum, 0 for plain SGD.
+  int64_t optim_bytes = 8;
 
   // The run, for the transient part. Without a model the plan covers persistent state only (the
   // "model states" of the ZeRO paper's figure).
@@ -73,7 +76,9 @@ struct MemoryPlan {
 struct StateBytes {
   int64_t params, grads, optimizer;  // optimizer = 8 (m, v) + 4 (fp32 master) when mixed
 };
-StateBytes state_bytes(DType param_dtype, DType reduce_dtype);
+StateBytes state_bytes(DType param_dtype, DType reduce_dtype, int64_t optim_bytes = 8);
+// What an optimizer keeps per parameter (PlanInput::optim_bytes).
+int64_t optimizer_bytes_per_param(const OptimizerConfig& o);
 
 // The table's closed form for persistent bytes per rank, with a real-valued Psi:
 // no_shard 16Psi, shard_optim (p+g)Psi + o Psi/N, shard_grad_op p Psi + (g+o) Psi/N,

@@ -7,7 +7,6 @@
 #include "core/base/error.hpp"
 #include "core/fsdp/engine_impl.hpp"
 #include "core/kernels/elementwise.hpp"
-#include "core/kernels/optim.hpp"
 
 namespace shardlab {
 
@@ -63,8 +62,6 @@ void Engine::Impl::optimizer_step() {
   drain(0);
   {
     ScopedSpan span(rec, "optimizer");
-    const int t = steps + 1;
-    const AdamWConfig& a = cfg.adam;
     for (FsdpUnit& u : units) {
       const int64_t n = u.own.size;
       Buffer gtmp;
@@ -76,8 +73,7 @@ void Engine::Impl::optimizer_step() {
       }
       if (grad_coef != 1.0f) scale_array(dev, g32, grad_coef, n);
       float* p32 = mixed() ? u.master.f32() : static_cast<float*>(owned_params(u));
-      adamw_update(dev, p32, g32, u.exp_avg.f32(), u.exp_avg_sq.f32(), n, a.lr, a.beta1, a.beta2,
-                   a.eps, a.weight_decay, t);
+      u.opt->step(p32, g32, n);
       if (mixed()) cast_from_f32(dev, owned_params(u), cfg.param_dtype, p32, n);
     }
   }
@@ -137,6 +133,16 @@ std::vector<float> Engine::gather_unit_grads(int unit) {
   return host;
 }
 
+namespace {
+// The checkpoint layer's name for an optimizer state (core/checkpoint/ckpt_shard.hpp).
+std::string ckpt_state_name(const std::string& optim_name) {
+  if (optim_name == "m") return "exp_avg";
+  if (optim_name == "v") return "exp_avg_sq";
+  if (optim_name == "momentum") return "momentum_buffer";
+  return optim_name;
+}
+}  // namespace
+
 UnitShard Engine::get_shard(int unit) const {
   Impl& m = *impl_;
   layout(unit);  // range check
@@ -144,12 +150,14 @@ UnitShard Engine::get_shard(int unit) const {
   const int64_t n = u.own.size;
   UnitShard s;
   s.range = u.own;
-  s.params.resize(n);
-  s.exp_avg.resize(n);
-  s.exp_avg_sq.resize(n);
-  m.dev.copy_to_host(s.params.data(), m.mixed() ? u.master.data() : m.owned_params(u), n * 4);
-  m.dev.copy_to_host(s.exp_avg.data(), u.exp_avg.data(), n * 4);
-  m.dev.copy_to_host(s.exp_avg_sq.data(), u.exp_avg_sq.data(), n * 4);
+  std::vector<float>& p = s.states["params"];
+  p.resize(n);
+  m.dev.copy_to_host(p.data(), m.mixed() ? u.master.data() : m.owned_params(u), n * 4);
+  for (const OptimizerState& st : u.opt->state()) {
+    std::vector<float>& v = s.states[ckpt_state_name(st.name)];
+    v.resize(n);
+    m.dev.copy_to_host(v.data(), st.data, n * 4);
+  }
   return s;
 }
 
@@ -158,19 +166,24 @@ void Engine::set_shard(int unit, const UnitShard& s) {
   layout(unit);
   FsdpUnit& u = m.units[unit];
   const int64_t n = u.own.size;
-  SL_CHECK(s.range.offset == u.own.offset && s.range.size == n &&
-               static_cast<int64_t>(s.params.size()) == n &&
-               static_cast<int64_t>(s.exp_avg.size()) == n &&
-               static_cast<int64_t>(s.exp_avg_sq.size()) == n,
-           "engine: unit ", unit, " shard [", s.range.offset, ", ", s.range.end(),
-           ") does not match this rank's range [", u.own.offset, ", ", u.own.end(), ")");
-  m.dev.copy_from_host(u.exp_avg.data(), s.exp_avg.data(), n * 4);
-  m.dev.copy_from_host(u.exp_avg_sq.data(), s.exp_avg_sq.data(), n * 4);
+  SL_CHECK(s.range.offset == u.own.offset && s.range.size == n, "engine: unit ", unit, " shard [",
+           s.range.offset, ", ", s.range.end(), ") does not match this rank's range [",
+           u.own.offset, ", ", u.own.end(), ")");
+  auto get = [&](const std::string& name) -> const std::vector<float>& {
+    auto it = s.states.find(name);
+    SL_CHECK(it != s.states.end(), "engine: unit ", unit, " shard has no state '", name, "'");
+    SL_CHECK(static_cast<int64_t>(it->second.size()) == n, "engine: unit ", unit, " state '",
+             name, "' has ", it->second.size(), " elements, expected ", n);
+    return it->second;
+  };
+  for (const OptimizerState& st : u.opt->state())
+    m.dev.copy_from_host(st.data, get(ckpt_state_name(st.name)).data(), n * 4);
+  const std::vector<float>& p = get("params");
   if (m.mixed()) {
-    m.dev.copy_from_host(u.master.data(), s.params.data(), n * 4);
+    m.dev.copy_from_host(u.master.data(), p.data(), n * 4);
     cast_from_f32(m.dev, m.owned_params(u), m.cfg.param_dtype, u.master.f32(), n);
   } else {
-    m.dev.copy_from_host(m.owned_params(u), s.params.data(), n * 4);
+    m.dev.copy_from_host(m.owned_params(u), p.data(), n * 4);
   }
   if (m.full_params() && m.shard_comm)
     m.shard_comm->all_gather(m.owned_params(u), u.params.data(), n, m.cfg.param_dtype);

@@ -1,0 +1,104 @@
+// Reading and writing llm.c token shards, and reading raw files, with errors that name the file.
+#include "core/train/token_file.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/base/error.hpp"
+
+namespace shardlab {
+
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Opens path for binary reading and returns its size; throws IoError naming the file.
+std::ifstream open_for_read(const std::string& path, int64_t* size) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    SL_THROW(IoError, "data file '", path, "' is a directory");
+  errno = 0;
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) SL_THROW(IoError, "cannot open data file '", path, "': ", errno_text());
+  *size = static_cast<int64_t>(in.tellg());
+  if (*size < 0) SL_THROW(IoError, "cannot read data file '", path, "'");
+  in.seekg(0);
+  return in;
+}
+
+}  // namespace
+
+std::vector<uint16_t> read_token_file(const std::string& path) {
+  int64_t size = 0;
+  std::ifstream in = open_for_read(path, &size);
+  if (size < kTokenFileHeaderBytes)
+    SL_THROW(IoError, "token file '", path, "': ", size, " bytes, shorter than the ",
+             kTokenFileHeaderBytes, "-byte header of an llm.c .bin shard");
+  int32_t header[kTokenFileHeaderInts];
+  in.read(reinterpret_cast<char*>(header), kTokenFileHeaderBytes);
+  if (!in) SL_THROW(IoError, "token file '", path, "': reading the header failed");
+  if (header[0] != kTokenFileMagic)
+    SL_THROW(IoError, "token file '", path, "': bad magic ", header[0], " (expected ",
+             kTokenFileMagic, ", an llm.c .bin token shard)");
+  if (header[1] != kTokenFileVersion)
+    SL_THROW(IoError, "token file '", path, "': unsupported version ", header[1], " (expected ",
+             kTokenFileVersion, ": uint16 tokens)");
+  const int64_t count = header[2];
+  if (count < 0) SL_THROW(IoError, "token file '", path, "': negative token count ", count);
+  const int64_t expected = kTokenFileHeaderBytes + 2 * count;
+  if (size < expected)
+    SL_THROW(IoError, "token file '", path, "': truncated: header says ", count,
+             " tokens, expected ", expected, " bytes, file has ", size);
+  if (size > expected)
+    SL_THROW(IoError, "token file '", path, "': header says ", count, " tokens, expected ",
+             expected, " bytes, file has ", size, " (trailing data)");
+  std::vector<uint16_t> tokens(static_cast<size_t>(count));
+  in.read(reinterpret_cast<char*>(tokens.data()), 2 * count);
+  if (!in) SL_THROW(IoError, "token file '", path, "': reading ", count, " tokens failed");
+  return tokens;
+}
+
+void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens) {
+  if (tokens.size() > static_cast<size_t>(INT32_MAX))
+    SL_THROW(IoError, "token file '", path, "': ", tokens.size(),
+             " tokens do not fit the int32 count of the header");
+  int32_t header[kTokenFileHeaderInts] = {};
+  header[0] = kTokenFileMagic;
+  header[1] = kTokenFileVersion;
+  header[2] = static_cast<int32_t>(tokens.size());
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    errno = 0;
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) SL_THROW(IoError, "cannot create token file '", tmp, "': ", errno_text());
+    out.write(reinterpret_cast<const char*>(header), kTokenFileHeaderBytes);
+    out.write(reinterpret_cast<const char*>(tokens.data()),
+              static_cast<std::streamsize>(2 * tokens.size()));
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      SL_THROW(IoError, "writing token file '", tmp, "' failed (disk full?)");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string why = errno_text();
+    std::remove(tmp.c_str());
+    SL_THROW(IoError, "cannot rename '", tmp, "' to '", path, "': ", why);
+  }
+}
+
+std::vector<uint8_t> read_file_bytes(const std::string& path) {
+  int64_t size = 0;
+  std::ifstream in = open_for_read(path, &size);
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  in.read(reinterpret_cast<char*>(bytes.data()), size);
+  if (!in && size > 0) SL_THROW(IoError, "reading data file '", path, "' failed");
+  return bytes;
+}
+
+}  // namespace shardlab

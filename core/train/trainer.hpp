@@ -1,0 +1,107 @@
+// The trainer: every option of `shardlab train` in one TrainConfig, and run_training(), which
+// loads the data, builds the model and runs the loop, printing one fixed-width line per step.
+//
+// The loop is split so the FSDP engine can take over the model without touching the rest:
+//   run_training:  config -> corpus -> loader -> ModelStepper -> for each step: batch, lr, step()
+//   ModelStepper:  the one piece that owns the model and the optimizer and runs forward, backward
+//                  and the update on a batch. make_single_rank_stepper() is the single-rank GPT;
+//                  the engine provides its own stepper per rank.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device/device.hpp"
+#include "core/model/config.hpp"
+#include "core/optim/optimizer.hpp"
+#include "core/train/markov.hpp"
+
+namespace shardlab {
+
+enum class LrSchedule : uint8_t { constant, cosine };
+const char* lr_schedule_name(LrSchedule s);
+LrSchedule parse_lr_schedule(const std::string& s);  // "constant" | "cosine"
+
+struct TrainConfig {
+  // ---- model: a preset, then overrides (0 = keep the preset's value)
+  std::string model = "small";
+  int n_layer = 0;
+  int n_head = 0;
+  int n_embd = 0;
+  int vocab_size = 0;
+  int max_seq_len = 0;
+
+  // ---- data: "synthetic", a text file, or an llm.c .bin shard
+  std::string data = "synthetic";
+  SyntheticSpec synthetic;
+
+  // ---- loop
+  int64_t steps = 300;
+  int64_t batch = 16;  // B, global, in sequences
+  int64_t seq = 64;    // T
+  uint64_t seed = 1337;  // model initialisation and batch order
+  int64_t print_every = 0;  // 0 = automatic: every step up to 100 steps, then about 50 lines
+  int threads = 1;          // BLAS threads
+
+  // ---- optimizer and learning rate
+  OptimizerConfig optim;  // kind, lr (the peak), betas, eps, weight decay, momentum
+  int64_t warmup = 20;    // linear warmup steps from lr/warmup to lr
+  LrSchedule schedule = LrSchedule::cosine;
+  float min_lr_ratio = 0.1f;  // cosine decays to lr * min_lr_ratio at the last step
+
+  // The model this config describes: preset plus overrides, validated (throws InvalidArgument
+  // naming the field).
+  GPTConfig model_config() const;
+  // Checks every field; throws InvalidArgument with a message naming the option and its value.
+  void validate() const;
+  // Learning rate at step s (0-based): linear warmup, then constant or cosine decay.
+  float lr_at(int64_t step) const;
+  // The print interval print_every resolves to for `steps` steps.
+  int64_t print_interval() const;
+};
+
+// One printed line of the loop.
+struct StepLine {
+  int64_t step = 0;          // 1-based
+  double loss = 0.0;         // mean over the steps since the previous line
+  float lr = 0.0f;
+  double tokens_per_s = 0.0; // over the steps since the previous line
+  int64_t peak_bytes = 0;    // tracker peak so far
+};
+// The header and the line, fixed width: "  step |     loss |       lr |  tokens/s | peak MiB".
+void print_step_header(std::ostream& out);
+void print_step_line(std::ostream& out, const StepLine& line);
+
+struct TrainResult {
+  std::vector<float> losses;      // every step
+  double final_loss = 0.0;        // mean of the last min(10, steps) steps
+  double entropy_rate = 0.0;      // nats/token, NaN when the data has no known floor
+  double seconds = 0.0;           // the loop's wall time
+  double tokens_per_s = 0.0;      // over the whole loop
+  int64_t tokens = 0;             // trained on
+  int64_t peak_bytes = 0;         // tracker peak
+  int64_t num_params = 0;
+};
+
+// The model side of one training step. One per rank.
+class ModelStepper {
+ public:
+  virtual ~ModelStepper() = default;
+  // inputs and targets: host memory, (rows, T) int32. Runs forward, backward and one optimizer
+  // update at learning rate lr; returns the mean loss of the batch.
+  virtual float step(const int32_t* inputs, const int32_t* targets, int rows, int T, float lr) = 0;
+  virtual int64_t num_params() const = 0;
+};
+
+// The single-rank reference: one GPT on `dev`, one optimizer per unit's flat buffer.
+std::unique_ptr<ModelStepper> make_single_rank_stepper(Device& dev, const GPTConfig& model,
+                                                       const OptimizerConfig& optim,
+                                                       uint64_t seed);
+
+// Trains on one rank (CPU device) as cfg says, printing the header, step lines and a summary to out.
+TrainResult run_training(const TrainConfig& cfg, std::ostream& out);
+
+}  // namespace shardlab
