@@ -8,8 +8,11 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/comm/comm_common.hpp"
 #include "core/comm/launcher.hpp"
@@ -134,9 +137,14 @@ TEST(CommLocal, AsyncCollectivesOverlapComputeAndRunInIssueOrder) {
       dev.gemm(false, false, m, m, m, 1.0f, A.data(), m, B.data(), m, 0.0f, C.data(), m);
     for (float c : C) ASSERT_EQ(c, 2.0f * m);
 
-    w3.wait();
+    // A blocking call issued behind pending async ones runs after them.
+    float root_value = float(ctx.rank) + 0.5f;
+    ctx.comm->broadcast(&root_value, 1, DType::f32, n - 1);
+    EXPECT_EQ(root_value, float(n - 1) + 0.5f);
     EXPECT_TRUE(w1.done());  // earlier calls finished before a later one
     EXPECT_TRUE(w2.done());
+    EXPECT_TRUE(w3.done());
+    w3.wait();
     w1.wait();
     w2.wait();
     for (int64_t i = 0; i < count; ++i) {
@@ -244,7 +252,7 @@ TEST(CommLocal, EachCollectiveRecordsOneSpan) {
     EXPECT_EQ(ctx.comm->recorder(), ctx.recorder);
     float a[4] = {1, 2, 3, 4}, b[8];
     int64_t before = ctx.recorder->event_count();
-    ctx.comm->all_gather(a, b, 4, DType::f32);  // no staging: the span alone
+    ctx.comm->all_gather(a, b, 4, DType::f32, false, {7, "params"});  // no staging: one span
     EXPECT_EQ(ctx.recorder->event_count(), before + 1);
     before = ctx.recorder->event_count();
     Work w = ctx.comm->broadcast(a, 4, DType::f32, 1, true);
@@ -254,6 +262,28 @@ TEST(CommLocal, EachCollectiveRecordsOneSpan) {
     before = ctx.recorder->event_count();
     ctx.comm->all_reduce(a, b, 4, DType::f32);  // staging alloc + free + span
     EXPECT_EQ(ctx.recorder->event_count(), before + 3);
+
+    // The spans themselves: op, unit, bytes (nccl-tests size), and the times' order.
+    std::vector<nlohmann::json> spans;
+    std::istringstream lines(ctx.recorder->buffered_text());
+    for (std::string line; std::getline(lines, line);) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      if (j["kind"] == "span" && j["lane"] == "comm") spans.push_back(j);
+    }
+    ASSERT_EQ(spans.size(), 3u);
+    EXPECT_EQ(spans[0]["op"], "all_gather");
+    EXPECT_EQ(spans[0]["unit"], 7);
+    EXPECT_EQ(spans[0]["bytes"], 2 * 4 * 4);
+    EXPECT_EQ(spans[1]["op"], "broadcast");
+    EXPECT_EQ(spans[2]["op"], "all_reduce");
+    EXPECT_EQ(spans[2]["bytes"], 4 * 4);
+    EXPECT_EQ(spans[2]["dtype"], "f32");
+    for (const nlohmann::json& sp : spans) {
+      EXPECT_LE(sp["t_issue"].get<int64_t>(), sp["t_start"].get<int64_t>());
+      EXPECT_LE(sp["t_start"].get<int64_t>(), sp["t_end"].get<int64_t>());
+    }
+    EXPECT_EQ(spans[0]["t_wait"], -1);  // blocking
+    EXPECT_GE(spans[1]["t_wait"].get<int64_t>(), spans[1]["t_issue"].get<int64_t>());  // async
   });
 }
 

@@ -270,7 +270,7 @@ class LocalComm final : public Communicator {
     d.op = CommOp::split;
     d.color = color;
     d.key = key;
-    std::shared_ptr<Task> t = enqueue(d, false, {});
+    std::shared_ptr<Task> t = issue(d, false, {});
     Work(t).wait();
     auto sub = std::make_unique<LocalComm>(world_, t->split.group, t->split.rank, world_rank_,
                                            device_);
@@ -318,7 +318,10 @@ class LocalComm final : public Communicator {
     }
   };
 
-  std::shared_ptr<Task> enqueue(const Desc& d, bool async, CallInfo info) {
+  // Runs the call: on the calling thread when it is blocking and nothing is queued or running
+  // (no thread hand-off, and issue order holds since everything earlier has finished), else on
+  // the worker, in issue order.
+  std::shared_ptr<Task> issue(const Desc& d, bool async, CallInfo info) {
     auto t = std::make_shared<Task>();
     t->d = d;
     t->info = info;
@@ -326,9 +329,20 @@ class LocalComm final : public Communicator {
     t->rec = recorder_;
     t->bytes = collective_bytes(d.op, d.count, d.dtype, size_);
     t->times.t_issue = comm_clock(recorder_);
+    bool here = false;
     {
       std::lock_guard<std::mutex> lk(qmu_);
-      queue_.push_back(t);
+      if (!async && queue_.empty() && !busy_) {
+        busy_ = true;
+        here = true;
+      } else {
+        queue_.push_back(t);
+      }
+    }
+    if (here) {
+      run(*t);
+      std::lock_guard<std::mutex> lk(qmu_);
+      busy_ = false;
     }
     qcv_.notify_one();
     return t;
@@ -337,9 +351,26 @@ class LocalComm final : public Communicator {
   Work submit(const Desc& d, bool async, CallInfo info) {
     check_collective_args("local", d.op, d.send, d.recv, d.count, d.root, size_);
     add_traffic(traffic_, d.op, d.count, d.dtype, size_);
-    Work w(enqueue(d, async, info));
+    Work w(issue(d, async, info));
     if (!async) w.wait();
     return w;
+  }
+
+  void run(Task& t) {
+    t.times.t_start = comm_clock(t.rec);
+    CarriedError error;
+    try {
+      execute(t);
+    } catch (...) {
+      error.capture();
+    }
+    t.times.t_end = comm_clock(t.rec);
+    {
+      std::lock_guard<std::mutex> lk(t.mu);
+      t.error = error;
+      t.finished = true;
+    }
+    t.cv.notify_all();
   }
 
   void worker_loop() {
@@ -348,25 +379,15 @@ class LocalComm final : public Communicator {
       std::shared_ptr<Task> t;
       {
         std::unique_lock<std::mutex> lk(qmu_);
-        qcv_.wait(lk, [&] { return !queue_.empty() || stopping_; });
+        qcv_.wait(lk, [&] { return (!queue_.empty() && !busy_) || (queue_.empty() && stopping_); });
         if (queue_.empty()) return;
         t = std::move(queue_.front());
         queue_.pop_front();
+        busy_ = true;
       }
-      t->times.t_start = comm_clock(t->rec);
-      CarriedError error;
-      try {
-        execute(*t);
-      } catch (...) {
-        error.capture();
-      }
-      t->times.t_end = comm_clock(t->rec);
-      {
-        std::lock_guard<std::mutex> lk(t->mu);
-        t->error = error;
-        t->finished = true;
-      }
-      t->cv.notify_all();
+      run(*t);
+      std::lock_guard<std::mutex> lk(qmu_);
+      busy_ = false;
     }
   }
 
@@ -436,6 +457,7 @@ class LocalComm final : public Communicator {
   std::mutex qmu_;
   std::condition_variable qcv_;
   std::deque<std::shared_ptr<Task>> queue_;
+  bool busy_ = false;  // a call of this communicator is running (on the worker or inline)
   bool stopping_ = false;
   std::thread worker_;
 };

@@ -2,8 +2,9 @@
 // share (who failed, which ranks are alive); each rank makes its Communicator over it with its own
 // Device, so collective staging is charged to that rank's tracker (MemCategory::comm_buffers).
 //
-// Each communicator runs its rank's collectives on its own worker thread, in issue order, so an
-// async collective overlaps the rank's compute. At a collective the workers of all ranks meet
+// Each communicator runs its rank's async collectives on its own worker thread, in issue order,
+// so they overlap the rank's compute; a blocking call runs on the calling thread when nothing is
+// queued before it (same order, no hand-off). At a collective the workers of all ranks meet
 // (a rendezvous that also checks that they agree on op, count, dtype, reduce op and root), each
 // does its share of the data movement, and they meet again before anyone returns.
 #pragma once

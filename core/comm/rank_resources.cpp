@@ -7,7 +7,7 @@ namespace shardlab {
 
 RankResources::~RankResources() {
   device.reset();
-  if (tracker) tracker->set_listener(nullptr);  // the recorder goes first
+  if (recorder) recorder->detach();  // the recorder goes before the tracker it listens to
   recorder.reset();
   tracker.reset();
 }
