@@ -38,3 +38,12 @@ cuda: deps
 
 clean:
 	rm -rf build build-cuda build-debug build-asan build-tsan
+
+# ---- benchmarks (bench/run_bench.sh; docs/bench/README.md) ------------------------------------
+# make bench        default suite, a few minutes on 2 cores: JSON, report.md and plots -> docs/bench/
+# make bench-quick  quick suite, under a minute -> $(BUILD)/bench-quick/ (docs/bench/ untouched)
+.PHONY: bench-quick
+bench: build
+	bash bench/run_bench.sh default $(BUILD)/bin docs/bench
+bench-quick: build
+	bash bench/run_bench.sh quick $(BUILD)/bin $(BUILD)/bench-quick

@@ -57,14 +57,23 @@ log="$data/run.log"
 # One BLAS thread per rank: the binaries set it too; the variable covers OpenBLAS's start-up.
 export OPENBLAS_NUM_THREADS=1
 
+# The command as one line a shell can run again: arguments with special characters single-quoted.
+quoted() {
+  local out=() a
+  for a in "$@"; do
+    if [[ "$a" =~ ^[A-Za-z0-9_./:=,+-]*$ ]]; then out+=("$a"); else out+=("'$a'"); fi
+  done
+  echo "${out[*]}"
+}
+
 run_suite() {
   local name=$1
   shift
   local json="$data/$name.json"
   local cmd=("$bin/bench_$name" "$@" --benchmark_out_format=json "--benchmark_out=$json")
   echo "load_before $name $(cut -d' ' -f1-3 /proc/loadavg)" >> "$log"
-  echo "command $name OPENBLAS_NUM_THREADS=1 ${cmd[*]}" >> "$log"
-  echo "== ${cmd[*]}"
+  echo "command $name OPENBLAS_NUM_THREADS=1 $(quoted "${cmd[@]}")" >> "$log"
+  echo "== $(quoted "${cmd[@]}")"
   "${cmd[@]}"
   echo "load_after $name $(cut -d' ' -f1-3 /proc/loadavg)" >> "$log"
 }
