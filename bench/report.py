@@ -3,7 +3,7 @@
 
     /usr/bin/python3 bench/report.py DATA_DIR OUT_DIR
 
-DATA_DIR holds train_step.json, collectives.json and capacity.json (any may be missing) and the
+DATA_DIR holds train_step*.json, collectives*.json and capacity*.json (any may be missing) and the
 run.log that bench/run_bench.sh writes (machine, load average, exact commands). OUT_DIR gets
 report.md and the plots. Needs matplotlib (Debian's python3-matplotlib, hence /usr/bin/python3).
 """
@@ -45,10 +45,20 @@ def parse_name(name):
     return fixed, args
 
 
-def load_rows(path):
-    """Benchmark rows of a JSON file: medians when it has repetitions, else the runs; errors apart."""
-    if not os.path.exists(path):
-        return [], [], {}
+def load_rows(data_dir, suite):
+    """Rows of DATA_DIR/<suite>*.json (e.g. train_step.json, train_step_mpi_np4.json): medians
+    when a file has repetitions, else the runs; benchmarks that reported an error apart."""
+    rows, errors, context = [], [], {}
+    for name in sorted(os.listdir(data_dir)):
+        if name.startswith(suite) and name.endswith(".json"):
+            r, e, c = load_file(os.path.join(data_dir, name))
+            rows += r
+            errors += e
+            context = context or c
+    return rows, errors, context
+
+
+def load_file(path):
     with open(path) as f:
         doc = json.load(f)
     rows, errors = [], []
@@ -405,9 +415,9 @@ def main():
     data_dir, out_dir = sys.argv[1], sys.argv[2]
     os.makedirs(out_dir, exist_ok=True)
     log = load_log(os.path.join(data_dir, "run.log"))
-    train_rows, train_err, train_ctx = load_rows(os.path.join(data_dir, "train_step.json"))
-    coll_rows, coll_err, _ = load_rows(os.path.join(data_dir, "collectives.json"))
-    cap_rows, cap_err, _ = load_rows(os.path.join(data_dir, "capacity.json"))
+    train_rows, train_err, train_ctx = load_rows(data_dir, "train_step")
+    coll_rows, coll_err, _ = load_rows(data_dir, "collectives")
+    cap_rows, cap_err, _ = load_rows(data_dir, "capacity")
     if not (train_rows or coll_rows or cap_rows):
         print("report.py: no benchmark results in %s" % data_dir, file=sys.stderr)
         return 1

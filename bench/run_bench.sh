@@ -66,11 +66,13 @@ quoted() {
   echo "${out[*]}"
 }
 
+# run_suite NAME CMD...: runs CMD with its JSON written to $data/NAME.json, logging the load
+# average before and after and the exact command.
 run_suite() {
   local name=$1
   shift
   local json="$data/$name.json"
-  local cmd=("$bin/bench_$name" "$@" --benchmark_out_format=json "--benchmark_out=$json")
+  local cmd=("$@" --benchmark_out_format=json "--benchmark_out=$json")
   echo "load_before $name $(cut -d' ' -f1-3 /proc/loadavg)" >> "$log"
   echo "command $name OPENBLAS_NUM_THREADS=1 $(quoted "${cmd[@]}")" >> "$log"
   echo "== $(quoted "${cmd[@]}")"
@@ -78,9 +80,27 @@ run_suite() {
   echo "load_after $name $(cut -d' ' -f1-3 /proc/loadavg)" >> "$log"
 }
 
-run_suite train_step "${train_args[@]}"
-run_suite collectives "${coll_args[@]}"
-run_suite capacity "${cap_args[@]}"
+run_suite train_step "$bin/bench_train_step" "${train_args[@]}"
+run_suite collectives "$bin/bench_collectives" "${coll_args[@]}"
+run_suite capacity "$bin/bench_capacity" "${cap_args[@]}"
+
+# The MPI backend (default suite only, when mpirun is there): processes instead of threads.
+# SHARDLAB_MPIRUN_FLAGS replaces the flags, e.g. add `--mca btl_vader_single_copy_mechanism none`
+# where the sandbox forbids ptrace (then every shared-memory message is copied twice).
+if [ "$mode" = default ]; then
+  if command -v mpirun > /dev/null; then
+    read -r -a mpi_flags <<< "${SHARDLAB_MPIRUN_FLAGS:---oversubscribe --mca btl self,vader}"
+    [ "$(id -u)" = 0 ] && mpi_flags+=(--allow-run-as-root)
+    for np in 2 4; do
+      run_suite "train_step_mpi_np$np" mpirun "${mpi_flags[@]}" -np "$np" \
+        "$bin/bench_train_step" --presets=tiny,small --mpi_steps=10
+      run_suite "collectives_mpi_np$np" mpirun "${mpi_flags[@]}" -np "$np" \
+        "$bin/bench_collectives" --benchmark_filter=/mpi/
+    done
+  else
+    echo "mpi skipped: no mpirun on PATH" >> "$log"
+  fi
+fi
 
 if [ "$report" = 1 ]; then
   echo "== /usr/bin/python3 $here/report.py $data $out"
