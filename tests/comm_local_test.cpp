@@ -212,7 +212,8 @@ TEST(CommLocal, SplitOrdersRanksByKeyThenOldRank) {
     const int color = r % 2;
     const int key = r == 4 ? -1 : (r == 5 ? -5 : 0);
     std::unique_ptr<Communicator> sub = ctx.comm->split(color, key);
-    const std::vector<int> want = color == 0 ? std::vector<int>{4, 0, 2} : std::vector<int>{5, 1, 3};
+    const std::vector<int> want =
+        color == 0 ? std::vector<int>{4, 0, 2} : std::vector<int>{5, 1, 3};
     ASSERT_EQ(sub->size(), 3);
     std::vector<float> mine = {float(r)}, all(3, -1.0f);
     sub->all_gather(mine.data(), all.data(), 1, DType::f32);

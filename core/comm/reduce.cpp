@@ -62,7 +62,8 @@ void reduce_rank_order(const void* const* src, int n, void* const* dst, int ndst
     const int64_t m = std::min(kReduceBlock, len - b);
     const int64_t off = b * es;
     accumulate<true>(acc, static_cast<const char*>(src[0]) + off, m, t);
-    for (int j = 1; j < n; ++j) accumulate<false>(acc, static_cast<const char*>(src[j]) + off, m, t);
+    for (int j = 1; j < n; ++j)
+      accumulate<false>(acc, static_cast<const char*>(src[j]) + off, m, t);
     if (op == ReduceOp::avg)
       for (int64_t i = 0; i < m; ++i) acc[i] = acc[i] / fn;  // a division, as the contract says
     const void* result = acc;

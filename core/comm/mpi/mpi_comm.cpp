@@ -64,7 +64,7 @@ void divide(void* buf, int64_t count, DType t, int n) {
     return;
   }
   for (int64_t i = 0; i < count; ++i)
-    store_from_f32(buf, static_cast<size_t>(i), t, load_as_f32(buf, static_cast<size_t>(i), t) / fn);
+    store_from_f32(buf, size_t(i), t, load_as_f32(buf, size_t(i), t) / fn);
 }
 
 void check_mpi(int rc, const char* call) {
