@@ -3,7 +3,8 @@
 // allocations: a depth "fits" when the engine is built and takes two optimizer steps on every rank
 // without OutOfMemory. The memory planner (core/fsdp/memory_plan.hpp) gives the first guess; the
 // search then walks up (doubling the stride) until a depth fails and bisects, or walks down from a
-// guess that failed, so the result never depends on the planner being right.
+// guess that failed, so the result never depends on the planner being right (the search is
+// bench/capacity_search.hpp). Per rank: B x T = 1 x 32 tokens, vocabulary 256, C / 64 heads.
 //
 // DP keeps everything on every rank, so its depth stays flat in N; full_shard divides the 16 bytes
 // per parameter by N and grows with N; hybrid_shard (G = 2) stops growing at the group size.
@@ -13,32 +14,23 @@
 // runs the search took). The manual time is the search's wall time.
 //
 //   build/bin/bench_capacity                                 (64 MiB per rank, width 256)
-//   build/bin/bench_capacity --limit_mib=16 --width=128 --ranks=1,2 --benchmark_min_time=0.01
+//   build/bin/bench_capacity --limit_mib=16 --width=128 --ranks=1,2,4      (the quick suite's)
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "bench/train_driver.hpp"
+#include "bench/capacity_search.hpp"
 #include "core/device/device.hpp"
 
 using namespace shardlab;
 using namespace shardlab::bench;
 
 namespace {
-
-constexpr int kMaxLayers = 512;  // the search's ceiling (a depth this large never fits 64 MiB)
-constexpr int kSteps = 2;        // optimizer steps a depth must survive
-constexpr int kBatch = 1;        // B per rank
-constexpr int kSeq = 32;         // T
 
 struct Options {
   std::vector<int> ranks{1, 2, 4, 8};
@@ -47,122 +39,20 @@ struct Options {
 };
 Options g_opts;
 
-GPTConfig model_with(int layers, int width) {
-  GPTConfig m;
-  m.vocab_size = 256;
-  m.max_seq_len = kSeq;
-  m.n_layer = layers;
-  m.n_embd = width;
-  m.n_head = std::max(1, width / 64);
-  return m;
-}
-
-int hybrid_group_for(int ranks) { return ranks >= 2 ? 2 : 1; }
-
-struct Trial {
-  bool fits = false;
-  int64_t peak = 0;  // largest per-rank peak (of the attempt, up to the failure when it failed)
-};
-
-// Builds the engine on `ranks` local ranks under `limit` bytes each and runs kSteps steps.
-Trial try_depth(Strategy s, int ranks, int layers, int width, int64_t limit) {
-  const GPTConfig model = model_with(layers, width);
-  EngineConfig ec;
-  ec.strategy = s;
-  ec.hybrid_group = hybrid_group_for(ranks);
-  LaunchOptions lo;
-  lo.ranks = ranks;
-  lo.mem_limit = limit;
-  std::atomic<bool> oom{false};
-  std::mutex mu;
-  Trial t;
-  try {
-    launch(lo, [&](RankContext& ctx) {
-      try {
-        const int64_t n = static_cast<int64_t>(kBatch) * kSeq;
-        const std::vector<int> tok = bench_tokens(model, ctx.rank, n, 0);
-        const std::vector<int> tgt = bench_tokens(model, ctx.rank, n, 1);
-        Engine eng(*ctx.device, *ctx.comm, ctx.recorder, model, ec);
-        for (int i = 0; i < kSteps; ++i) eng.step({tok.data()}, {tgt.data()}, kBatch, kSeq);
-      } catch (const OutOfMemory&) {
-        oom = true;
-        std::lock_guard<std::mutex> lock(mu);
-        t.peak = std::max(t.peak, ctx.tracker->peak_total());
-        throw;
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      t.peak = std::max(t.peak, ctx.tracker->peak_total());
-    });
-  } catch (const RankFailure&) {
-    if (!oom) throw;  // a real failure, not "does not fit"
-    return t;
-  }
-  t.fits = true;
-  return t;
-}
-
-// The planner's deepest model under the limit (0 when even one layer does not fit).
-int planned_layers(Strategy s, int ranks, int width, int64_t limit) {
-  int best = 0;
-  for (int L = 1; L <= kMaxLayers; ++L) {
-    PlanInput in;
-    in.strategy = s;
-    in.world = ranks;
-    in.hybrid_group = hybrid_group_for(ranks);
-    in.model = model_with(L, width);
-    in.batch = kBatch;
-    in.seq_len = kSeq;
-    in.capacity = limit;
-    if (!plan_memory(in).fits()) break;
-    best = L;
-  }
-  return best;
-}
-
 void bm_capacity(benchmark::State& state, Strategy s) {
-  const int ranks = static_cast<int>(state.range(0));
-  const int64_t limit = state.range(1) * 1024 * 1024;
-  const int width = static_cast<int>(state.range(2));
+  CapacityQuery q;
+  q.strategy = s;
+  q.ranks = static_cast<int>(state.range(0));
+  q.limit = state.range(1) * 1024 * 1024;
+  q.width = static_cast<int>(state.range(2));
   if (under_mpirun()) {
     state.SkipWithError("capacity runs on the local backend only: an OutOfMemory ends an MPI job");
     return;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const int planned = planned_layers(s, ranks, width, limit);
-  int trials = 0;
-  std::map<int, int64_t> peaks;  // peak of each depth that fit
-  auto fits = [&](int L) {
-    ++trials;
-    const Trial t = try_depth(s, ranks, L, width, limit);
-    if (t.fits) peaks[L] = t.peak;
-    return t.fits;
-  };
-  int lo = 0, hi = kMaxLayers + 1;  // lo fits (0 trivially), hi does not
+  CapacityResult r;
   try {
-    const int guess = std::max(1, planned);
-    if (fits(guess)) {
-      lo = guess;
-      for (int stride = 1; lo + stride < hi; stride *= 2) {
-        if (!fits(lo + stride)) {
-          hi = lo + stride;
-          break;
-        }
-        lo += stride;
-      }
-    } else {
-      hi = guess;
-      for (int stride = 1; hi - stride > 0; stride *= 2) {
-        if (fits(hi - stride)) {
-          lo = hi - stride;
-          break;
-        }
-        hi -= stride;
-      }
-    }
-    while (hi - lo > 1) {
-      const int mid = lo + (hi - lo) / 2;
-      if (fits(mid)) lo = mid; else hi = mid;
-    }
+    r = find_capacity(q);
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;
@@ -170,16 +60,16 @@ void bm_capacity(benchmark::State& state, Strategy s) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (auto _ : state) state.SetIterationTime(seconds);
-  const int64_t best_peak = lo > 0 ? peaks[lo] : 0;
-  state.counters["max_layers"] = lo;
-  state.counters["planned_layers"] = planned;
-  state.counters["params"] = lo > 0 ? static_cast<double>(model_with(lo, width).num_params()) : 0;
+  state.counters["max_layers"] = r.max_layers;
+  state.counters["planned_layers"] = r.planned_layers;
+  state.counters["params"] =
+      r.max_layers > 0 ? static_cast<double>(capacity_model(q, r.max_layers).num_params()) : 0;
   using benchmark::Counter;
   state.counters["peak"] =
-      Counter(static_cast<double>(best_peak), Counter::kDefaults, Counter::OneK::kIs1024);
+      Counter(static_cast<double>(r.peak), Counter::kDefaults, Counter::OneK::kIs1024);
   state.counters["limit"] =
-      Counter(static_cast<double>(limit), Counter::kDefaults, Counter::OneK::kIs1024);
-  state.counters["trials"] = trials;
+      Counter(static_cast<double>(q.limit), Counter::kDefaults, Counter::OneK::kIs1024);
+  state.counters["trials"] = r.trials;
 }
 
 std::vector<int> parse_ints(const std::string& s) {

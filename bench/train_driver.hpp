@@ -86,7 +86,12 @@ class LockstepTrainer {
     });
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return ready_ == local_ranks_ || exited_; });
-    if (exited_) rethrow_locked(lock);
+    if (exited_) {
+      lock.unlock();
+      thread_.join();  // no destructor runs after a throwing constructor
+      lock.lock();
+      rethrow_locked(lock);
+    }
   }
 
   ~LockstepTrainer() {
