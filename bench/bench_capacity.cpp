@@ -97,8 +97,9 @@ void parse_own_flags(int* argc, char** argv) {
   }
   *argc = out;
   if (g_opts.ranks.empty() || g_opts.limit_mib <= 0 || g_opts.width < 1)
-    SL_THROW(InvalidArgument, "bench_capacity: --ranks needs at least one value, --limit_mib and "
-                              "--width must be positive");
+    SL_THROW(InvalidArgument,
+             "bench_capacity: --ranks needs at least one value, --limit_mib and "
+             "--width must be positive");
 }
 
 }  // namespace
@@ -111,9 +112,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
   }
-  const Strategy strategies[] = {Strategy::no_shard, Strategy::shard_optim,
-                                 Strategy::shard_grad_op, Strategy::full_shard,
-                                 Strategy::hybrid_shard};
+  const Strategy strategies[] = {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op,
+                                 Strategy::full_shard, Strategy::hybrid_shard};
   for (Strategy s : strategies) {
     auto* b = benchmark::RegisterBenchmark((std::string("capacity/") + strategy_name(s)).c_str(),
                                            bm_capacity, s);

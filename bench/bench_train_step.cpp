@@ -12,12 +12,11 @@
 //   peak           per-rank peak bytes (the largest over ranks); peak_<category> the categories
 //                  at that moment (they sum to peak)
 //   persistent     params + grads + optimizer state per rank (largest over ranks)
-//   formula        DESIGN.md's persistent bytes per rank for this strategy (16 Psi, 16 Psi / N, ...)
-//   planned_peak   the planner's peak (core/fsdp/memory_plan.hpp) for the same run
-//   comm_bytes     bytes one rank sends into collectives per step (the largest over ranks)
-//   comm_share     time in collectives / step time (mean over ranks)
-//   exposed_share  collective time not hidden behind this rank's compute / step time
-//   params         Psi
+//   formula        DESIGN.md's persistent bytes per rank for this strategy (16 Psi, 16 Psi / N,
+//   ...) planned_peak   the planner's peak (core/fsdp/memory_plan.hpp) for the same run comm_bytes
+//   bytes one rank sends into collectives per step (the largest over ranks) comm_share     time in
+//   collectives / step time (mean over ranks) exposed_share  collective time not hidden behind this
+//   rank's compute / step time params         Psi
 // hybrid_shard uses groups of G = 2 ranks (G = 1 at one rank): the "group" argument.
 //
 //   build/bin/bench_train_step                                     (tiny and small, 1..8 ranks)
@@ -75,8 +74,7 @@ void set_bytes(benchmark::State& state, const char* name, double bytes) {
       benchmark::Counter(bytes, benchmark::Counter::kDefaults, benchmark::Counter::OneK::kIs1024);
 }
 
-void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* preset,
-                   bool mpi) {
+void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* preset, bool mpi) {
   const int ranks = static_cast<int>(state.range(0));
   TrainRun run;
   run.model = GPTConfig::preset(preset->name);
@@ -87,8 +85,9 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
   run.engine.hybrid_group = static_cast<int>(state.range(4));
   if (mpi) {
     if (g_mpi_size == 0) {
-      state.SkipWithError("backend mpi: start under mpirun (mpirun --allow-run-as-root "
-                          "--oversubscribe -np 4 build/bin/bench_train_step)");
+      state.SkipWithError(
+          "backend mpi: start under mpirun (mpirun --allow-run-as-root "
+          "--oversubscribe -np 4 build/bin/bench_train_step)");
       return;
     }
     run.backend = "mpi";
@@ -116,7 +115,8 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
   state.counters["step_ms"] = steps > 0 ? 1e3 * seconds / steps : 0.0;
   set_bytes(state, "peak", static_cast<double>(rep.peak));
   for (int c = 0; c < kNumMemCategories; ++c)
-    set_bytes(state, (std::string("peak_") + mem_category_name(static_cast<MemCategory>(c))).c_str(),
+    set_bytes(state,
+              (std::string("peak_") + mem_category_name(static_cast<MemCategory>(c))).c_str(),
               static_cast<double>(rep.at_peak[c]));
   set_bytes(state, "persistent", static_cast<double>(rep.persistent));
   set_bytes(state, "formula",
@@ -177,18 +177,17 @@ Options parse_own_flags(int* argc, char** argv) {
 }
 
 void register_all(const Options& o) {
-  const Strategy strategies[] = {Strategy::no_shard, Strategy::shard_optim,
-                                 Strategy::shard_grad_op, Strategy::full_shard,
-                                 Strategy::hybrid_shard};
+  const Strategy strategies[] = {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op,
+                                 Strategy::full_shard, Strategy::hybrid_shard};
   for (const std::string& name : o.presets) {
     const PresetRun& p = preset_run(name);
     for (Strategy s : strategies) {
       // Prefetch changes nothing for strategies that keep full parameters: register it once.
-      std::vector<int> prefetch = gathers_params_per_unit(s) ? std::vector<int>{1, 0}
-                                                             : std::vector<int>{1};
+      std::vector<int> prefetch =
+          gathers_params_per_unit(s) ? std::vector<int>{1, 0} : std::vector<int>{1};
       const bool mpi = g_mpi_size > 0;
-      const std::string bm = std::string("train_step/") + (mpi ? "mpi/" : "local/") +
-                             strategy_name(s) + "/" + p.name;
+      const std::string bm =
+          std::string("train_step/") + (mpi ? "mpi/" : "local/") + strategy_name(s) + "/" + p.name;
       auto* b = benchmark::RegisterBenchmark(bm.c_str(), bm_train_step, s, &p, mpi);
       b->ArgNames({"ranks", "prefetch", "batch", "seq", "group"});
       const std::vector<int> ranks = mpi ? std::vector<int>{g_mpi_size} : o.ranks;

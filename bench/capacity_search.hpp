@@ -27,12 +27,12 @@ inline constexpr int kMaxCapacityLayers = 512;  // the search's ceiling
 struct CapacityQuery {
   Strategy strategy = Strategy::full_shard;
   int ranks = 1;
-  int width = 256;         // C; heads = C / 64 (at least one)
-  int64_t limit = 0;       // per-rank capacity in bytes
-  int batch = 1;           // B per rank
-  int seq_len = 32;        // T (also max_seq_len)
-  int steps = 2;           // optimizer steps a depth must survive
-  int prefetch = 1;        // EngineConfig::prefetch
+  int width = 256;    // C; heads = C / 64 (at least one)
+  int64_t limit = 0;  // per-rank capacity in bytes
+  int batch = 1;      // B per rank
+  int seq_len = 32;   // T (also max_seq_len)
+  int steps = 2;      // optimizer steps a depth must survive
+  int prefetch = 1;   // EngineConfig::prefetch
 };
 
 struct CapacityResult {
@@ -152,7 +152,10 @@ inline CapacityResult find_capacity(const CapacityQuery& q, int guess = 0) {
   }
   while (hi - lo > 1) {
     const int mid = lo + (hi - lo) / 2;
-    if (fits(mid)) lo = mid; else hi = mid;
+    if (fits(mid))
+      lo = mid;
+    else
+      hi = mid;
   }
   r.max_layers = lo;
   r.peak = lo > 0 ? peaks[lo] : 0;

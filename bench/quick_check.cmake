@@ -136,7 +136,8 @@ endforeach()
 read_suite(capacity)
 foreach(s no_shard shard_optim shard_grad_op full_shard hybrid_shard)
   foreach(n 1 2 4)
-    expect_benchmark(capacity "capacity/${s}/ranks:${n}/limit_MiB:16/width:128/iterations:1/manual_time"
+    expect_benchmark(capacity
+                     "capacity/${s}/ranks:${n}/limit_MiB:16/width:128/iterations:1/manual_time"
                      "max_layers;planned_layers;params;peak;limit;trials"
                      max_layers planned_layers params peak limit trials)
   endforeach()

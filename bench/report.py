@@ -8,7 +8,6 @@ run.log that bench/run_bench.sh writes (machine, load average, exact commands). 
 report.md and the plots. Needs matplotlib (Debian's python3-matplotlib, hence /usr/bin/python3).
 """
 import json
-import math
 import os
 import sys
 from collections import defaultdict
@@ -121,7 +120,8 @@ def save(fig, out_dir, name):
     plt.close(fig)
     size = os.path.getsize(path)
     if size > MAX_PNG_BYTES:
-        print("report.py: warning: %s is %d KB (over 200 KB)" % (name, size // 1024), file=sys.stderr)
+        print("report.py: warning: %s is %d KB (over 200 KB)" % (name, size // 1024),
+              file=sys.stderr)
     return name
 
 
@@ -215,12 +215,13 @@ def plot_breakdown(idx, backend, preset, n, out_dir):
 
 def train_sections(idx, out_dir):
     md = []
-    for (backend, preset) in sorted(idx, key=lambda k: (k[0], ["tiny", "small", "medium"].index(k[1])
-                                                         if k[1] in ("tiny", "small", "medium") else 9)):
+    order = {"tiny": 0, "small": 1, "medium": 2}
+    for (backend, preset) in sorted(idx, key=lambda k: (k[0], order.get(k[1], 9))):
         data = idx[(backend, preset)]
         any_b = next(iter(data.values()))
         params = any_b.get("params", 0)
-        md.append("### %s preset, %s backend (%.2fM parameters)\n" % (preset, backend, params / 1e6))
+        md.append("### %s preset, %s backend (%.2fM parameters)\n"
+                  % (preset, backend, params / 1e6))
         rows = []
         for s in STRATEGIES:
             for pf in (1, 0):
@@ -462,7 +463,8 @@ def main():
     if train_md:
         md.append("## Training step\n\nWeak scaling: each rank trains its own B x T tokens per "
                   "step; tokens/s counts all ranks. Ranks are threads sharing the machine's "
-                  "cores, so beyond the core count more ranks add work, not compute.\n\n" + train_md)
+                  "cores, so beyond the core count more ranks add work, not compute.\n\n"
+                  + train_md)
     if coll_md:
         md.append("## Collectives\n\n" + coll_md)
     if cap_md:

@@ -25,7 +25,7 @@ case "$mode" in
     ;;
   quick)
     train_args=(--presets=tiny --ranks=1,2,4 --benchmark_min_time=0.01)
-    coll_args=('--benchmark_filter=/local/bytes:(1048576|67108864)/|memcpy' --benchmark_min_time=0.01)
+    coll_args=('--benchmark_filter=/local/bytes:(1048576|67108864)/|memcpy')
     cap_args=(--ranks=1,2,4 --limit_mib=16 --width=128)
     ;;
   *)
@@ -36,7 +36,7 @@ esac
 
 for b in bench_train_step bench_collectives bench_capacity; do
   if [ ! -x "$bin/$b" ]; then
-    echo "bench/run_bench.sh: $bin/$b not found: build with SHARDLAB_BENCH=ON first (make build)" >&2
+    echo "bench/run_bench.sh: $bin/$b not found: build with SHARDLAB_BENCH=ON first" >&2
     exit 1
   fi
 done

@@ -7,7 +7,8 @@
 //
 // Exposed communication comes from the engine's own spans: each rank records its compute and comm
 // spans (no memory events) into an in-memory Recorder, and the comm time not covered by the rank's
-// compute spans is "exposed" (the definition of core/trace/summary.hpp). Only the timed steps count.
+// compute spans is "exposed" (the definition of core/trace/summary.hpp). Only the timed steps
+// count.
 #pragma once
 
 #include <chrono>
@@ -16,13 +17,12 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/comm/launcher.hpp"
 #include "core/fsdp/engine.hpp"
@@ -135,8 +135,16 @@ class LockstepTrainer {
  private:
   // Per-rank numbers packed as floats for one all_gather over the world (KiB for bytes: exact in
   // f32 below 16 GiB; the trackers count multiples of 4 bytes, so KiB keeps two decimals).
-  enum Field { kPeak, kAtPeak0, kPersistent = kAtPeak0 + kNumMemCategories, kComm, kStepNs,
-               kCommNs, kExposedNs, kNumFields };
+  enum Field {
+    kPeak,
+    kAtPeak0,
+    kPersistent = kAtPeak0 + kNumMemCategories,
+    kComm,
+    kStepNs,
+    kCommNs,
+    kExposedNs,
+    kNumFields
+  };
 
   [[noreturn]] void rethrow_locked(std::unique_lock<std::mutex>& lock) {
     std::exception_ptr e = error_;
@@ -258,7 +266,9 @@ class LockstepTrainer {
   }
 
   static float kib(int64_t b) { return static_cast<float>(static_cast<double>(b) / 1024.0); }
-  static int64_t bytes(float k) { return static_cast<int64_t>(static_cast<double>(k) * 1024.0 + 0.5); }
+  static int64_t bytes(float k) {
+    return static_cast<int64_t>(static_cast<double>(k) * 1024.0 + 0.5);
+  }
 
   TrainRun run_;
   LaunchOptions opts_;
