@@ -6,6 +6,7 @@
 // the step's wall time.
 //
 // Weak scaling: every rank trains B x T tokens of its own per step, so tokens/s counts all ranks.
+// The CPU column is the process's CPU time per step, all ranks' threads together.
 // Counters (bytes as kIs1024 counters, so the console shows Ki/Mi):
 //   tokens/s       all ranks' tokens per second of step time
 //   step_ms        mean step time
@@ -193,7 +194,9 @@ void register_all(const Options& o) {
       const std::vector<int> ranks = mpi ? std::vector<int>{g_mpi_size} : o.ranks;
       for (int n : ranks)
         for (int pf : prefetch) b->Args({n, pf, p.batch, p.seq_len, hybrid_group_for(n)});
-      b->UseManualTime()->Unit(benchmark::kMillisecond);
+      // CPU time of the whole process (every rank's threads): steadier than wall time when other
+      // processes share the cores.
+      b->UseManualTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
       // Every MPI process must run the same number of steps: no adaptive iteration count.
       if (mpi) b->Iterations(g_mpi_steps);
     }

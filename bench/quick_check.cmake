@@ -95,8 +95,8 @@ foreach(s no_shard shard_optim shard_grad_op full_shard hybrid_shard)
       set(g 1)
     endif()
     foreach(pf ${prefetch})
-      expect_benchmark(train_step
-        "train_step/local/${s}/tiny/ranks:${n}/prefetch:${pf}/batch:4/seq:64/group:${g}/manual_time"
+      set(args "ranks:${n}/prefetch:${pf}/batch:4/seq:64/group:${g}")
+      expect_benchmark(train_step "train_step/local/${s}/tiny/${args}/process_time/manual_time"
         "tokens/s;step_ms;peak;persistent;formula;planned_peak;params;peak_params;peak_activations"
         ${train_counters})
       math(EXPR checked "${checked} + 1")

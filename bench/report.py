@@ -134,6 +134,12 @@ def log2_ranks_axis(ax, ranks):
 
 # ---- training step -----------------------------------------------------------------------------
 
+def cpu_ms(b):
+    """CPU time of the whole process per step (all ranks' threads), in milliseconds."""
+    scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}.get(b.get("time_unit", "ms"), 1.0)
+    return b.get("cpu_time", 0.0) * scale
+
+
 def train_index(rows):
     """{(backend, preset): {(strategy, prefetch, ranks): benchmark dict}}"""
     idx = defaultdict(dict)
@@ -229,12 +235,13 @@ def train_sections(idx, out_dir):
                     b = data.get((s, pf, n))
                     if b is None:
                         continue
-                    rows.append([s, pf, n, "%.1f" % b["step_ms"], "%.0f" % b["tokens/s"],
+                    rows.append([s, pf, n, "%.1f" % b["step_ms"], "%.1f" % cpu_ms(b),
+                                 "%.0f" % b["tokens/s"],
                                  mib(b["peak"]), mib(b["planned_peak"]), mib(b["persistent"]),
                                  mib(b["formula"]), mib(b["comm_bytes"]),
                                  "%.0f%%" % (100 * b["comm_share"]),
                                  "%.0f%%" % (100 * b["exposed_share"])])
-        md.append(table(["strategy", "prefetch", "N", "step ms", "tokens/s", "peak MiB",
+        md.append(table(["strategy", "prefetch", "N", "step ms", "CPU ms", "tokens/s", "peak MiB",
                          "planned peak MiB", "persistent MiB", "formula MiB", "comm MiB/step",
                          "comm share", "exposed share"], rows))
         for f in plot_train(idx, backend, preset, out_dir):
