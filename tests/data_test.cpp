@@ -266,7 +266,8 @@ TEST(DataLoader, RankSlicesReassembleTheGlobalBatch) {
   const int B = 8, T = 16, N = 4;
   DataLoader single(corpus, {B, T, 0, 1, 42});
   std::vector<std::unique_ptr<DataLoader>> ranks;
-  for (int r = 0; r < N; ++r) ranks.push_back(std::make_unique<DataLoader>(corpus, LoaderConfig{B, T, r, N, 42}));
+  for (int r = 0; r < N; ++r)
+    ranks.push_back(std::make_unique<DataLoader>(corpus, LoaderConfig{B, T, r, N, 42}));
   for (int step = 0; step < 5; ++step) {
     Batch global = single.next();
     std::vector<int32_t> in, tg;

@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <mutex>
+#include <sstream>
 
 #include "core/fsdp/memory_plan.hpp"
+#include "core/train/trainer.hpp"
 #include "tests/fsdp_test_util.hpp"
 
 using namespace shardlab;
@@ -133,6 +135,7 @@ TEST(FsdpMemory, PlannerPredictsMeasuredPeakWithin5Percent) {
     int ranks, B, K, prefetch, group;
     bool ckpt;
     DType pd;
+    int max_inflight = 0;
   };
   const Case cases[] = {
       {Strategy::no_shard, 2, 4, 1, 1, 0, false, DType::f32},
@@ -145,13 +148,17 @@ TEST(FsdpMemory, PlannerPredictsMeasuredPeakWithin5Percent) {
       {Strategy::full_shard, 4, 2, 3, 1, 0, false, DType::f32},
       {Strategy::full_shard, 2, 4, 1, 1, 0, false, DType::bf16},
       {Strategy::hybrid_shard, 4, 4, 1, 1, 2, false, DType::f32},
+      // Depth 2 capped at 2 all-gathers in flight: one unit ahead, as prefetch 1.
+      {Strategy::full_shard, 4, 4, 1, 2, 0, false, DType::f32, 2},
   };
+  std::vector<int64_t> peaks;
   for (const Case& c : cases) {
     EngineConfig ec = test_config(c.s);
     ec.prefetch = c.prefetch;
     ec.hybrid_group = c.group;
     ec.act_ckpt = c.ckpt;
     ec.param_dtype = ec.reduce_dtype = c.pd;
+    ec.max_inflight_gathers = c.max_inflight;
     RunResult r = run_engine(model, ec, c.ranks, 2, c.B, 16, c.K);
     MemoryPlan plan = plan_memory(plan_for(model, ec, c.ranks, c.B, 16, c.K));
     for (int rank = 0; rank < c.ranks; ++rank) {
@@ -164,7 +171,12 @@ TEST(FsdpMemory, PlannerPredictsMeasuredPeakWithin5Percent) {
                   plan.peak_where.c_str());
       EXPECT_NEAR(planned, measured, 0.05 * measured) << strategy_name(c.s);
     }
+    peaks.push_back(plan.peak_total());
   }
+  // The cap bounds memory: prefetch 2 capped at 2 in flight plans as prefetch 1 (case 4), and
+  // uncapped prefetch 2 (case 6) holds one more gathered block.
+  EXPECT_EQ(peaks.back(), peaks[3]);
+  EXPECT_GT(peaks[5], peaks[3]);
 }
 
 TEST(FsdpMemory, CapacityThatNoShardExceedsFullShardTrainsIn) {
@@ -192,4 +204,34 @@ TEST(FsdpMemory, CapacityThatNoShardExceedsFullShardTrainsIn) {
               "%.0f KiB and peaked at %.0f KiB\n", capacity / 1024.0, dp_peak / 1024.0,
               fsdp_peak / 1024.0, r.peak_total[0] / 1024.0);
   for (int64_t p : r.peak_total) EXPECT_LE(p, capacity);
+}
+
+TEST(FsdpMemory, PlanMatchesTheTrainersPeak) {
+  // End to end: `shardlab train` on 4 local ranks against `shardlab plan` for the same run.
+  for (Strategy s : {Strategy::no_shard, Strategy::full_shard}) {
+    TrainConfig c;
+    c.model = "tiny";
+    c.steps = 2;
+    c.batch = 16;
+    c.seq = 32;
+    c.accum = 2;
+    c.ranks = 4;
+    c.strategy = s;
+    std::ostringstream out;
+    TrainResult r = run_training(c, out);
+    PlanInput in;
+    in.strategy = s;
+    in.world = 4;
+    in.model = c.model_config();
+    in.batch = 2;  // 16 rows / (4 ranks x 2 micro-batches)
+    in.seq_len = 32;
+    in.accum = 2;
+    in.token_buffers = true;
+    const MemoryPlan plan = plan_memory(in);
+    EXPECT_NEAR(static_cast<double>(plan.peak_total()), static_cast<double>(r.peak_bytes),
+                0.05 * r.peak_bytes)
+        << strategy_name(s);
+    std::printf("shardlab train %s: peak %lld bytes, planned %lld\n", strategy_name(s),
+                static_cast<long long>(r.peak_bytes), static_cast<long long>(plan.peak_total()));
+  }
 }

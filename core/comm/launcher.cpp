@@ -10,6 +10,7 @@
 
 #include "core/comm/local_comm.hpp"
 #include "core/comm/mpi_backend.hpp"
+#include "core/comm/nccl_backend.hpp"
 #include "core/comm/rank_resources.hpp"
 #include "core/trace/recorder.hpp"
 
@@ -76,9 +77,7 @@ void launch(const LaunchOptions& opts, const std::function<void(RankContext&)>& 
   } else if (opts.backend == "mpi") {
     launch_mpi(opts, fn);
   } else if (opts.backend == "nccl") {
-    // The NCCL communicator belongs to the CUDA build; until it is wired here, say what works.
-    SL_THROW(InvalidArgument, "launch: backend nccl is not available in this build yet; use "
-                              "--backend local (threads) or --backend mpi (under mpirun)");
+    launch_nccl(opts, fn);
   } else {
     SL_THROW(InvalidArgument, "launch: unknown backend '", opts.backend,
              "' (expected local, mpi or nccl)");

@@ -15,4 +15,7 @@ bool mpi_built();
 // exit). A rank that throws prints "shardlab: rank R failed: ..." and calls MPI_Abort.
 void launch_mpi(const LaunchOptions& opts, const std::function<void(RankContext&)>& fn);
 
+// This process's rank and the size of MPI_COMM_WORLD, initialising MPI on first use (as above).
+void mpi_world(int* rank, int* size);
+
 }  // namespace shardlab

@@ -10,4 +10,8 @@ void launch_mpi(const LaunchOptions&, const std::function<void(RankContext&)>&) 
                             "-DSHARDLAB_MPI=ON (needs OpenMPI: libopenmpi-dev openmpi-bin)");
 }
 
+void mpi_world(int*, int*) {
+  SL_THROW(InvalidArgument, "this build has no MPI backend: configure with -DSHARDLAB_MPI=ON");
+}
+
 }  // namespace shardlab

@@ -12,7 +12,7 @@ RankResources::~RankResources() {
   tracker.reset();
 }
 
-RankResources make_rank_resources(const LaunchOptions& opts, int rank) {
+RankResources make_rank_resources(const LaunchOptions& opts, int rank, int gpu) {
   if (opts.mem_limit < 0)
     SL_THROW(InvalidArgument, "launch: mem_limit ", opts.mem_limit, " must be >= 0 (0: unlimited)");
   RankResources r;
@@ -24,7 +24,7 @@ RankResources make_rank_resources(const LaunchOptions& opts, int rank) {
     r.device = make_cpu_device(*r.tracker);
   } else if (opts.device == "cuda") {
     const int gpus = cuda_device_count();
-    r.device = make_cuda_device(*r.tracker, gpus > 0 ? rank % gpus : 0);
+    r.device = make_cuda_device(*r.tracker, gpu >= 0 ? gpu : gpus > 0 ? rank % gpus : 0);
   } else {
     SL_THROW(InvalidArgument, "launch: unknown device '", opts.device, "' (expected cpu or cuda)");
   }

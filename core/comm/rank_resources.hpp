@@ -22,8 +22,9 @@ struct RankResources {
 };
 
 // Tracker with capacity opts.mem_limit, the recorder from opts.make_recorder (a disabled one when
-// null), and the device named by opts.device ("cpu", or "cuda": GPU `rank` modulo the GPU count).
-RankResources make_rank_resources(const LaunchOptions& opts, int rank);
+// null), and the device named by opts.device ("cpu", or "cuda": GPU `gpu`, or when it is -1 GPU
+// `rank` modulo the GPU count).
+RankResources make_rank_resources(const LaunchOptions& opts, int rank, int gpu = -1);
 
 // "boom" from "rank 2: boom": the launcher adds the prefix itself.
 std::string strip_rank_prefix(const std::string& message, int rank);

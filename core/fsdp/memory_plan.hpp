@@ -53,6 +53,9 @@ struct PlanInput {
   // The local backend's collectives take a small f32 staging buffer (comm_buffers) while they
   // reduce; other backends stage inside the library, invisible to the tracker.
   bool local_staging = true;
+  // The trainer keeps the rank's token ids and targets on the device (activations, B K T int32
+  // each); tests that drive the engine directly from host arrays do not.
+  bool token_buffers = false;
 
   int64_t psi() const;
 };

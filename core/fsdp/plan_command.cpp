@@ -39,6 +39,7 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
       in.accum = o.accum;
       in.prefetch = o.prefetch;
       in.act_ckpt = o.act_ckpt;
+      in.token_buffers = true;  // as `shardlab train` runs it
     }
     plans.push_back(plan_memory(in));
   }

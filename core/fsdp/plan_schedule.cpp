@@ -58,6 +58,10 @@ class StepSim {
   }
 
   void run() {
+    if (in_.token_buffers) {
+      const int T = in_.seq_len > 0 ? in_.seq_len : cfg_.max_seq_len;
+      alloc(kAct, 2 * static_cast<int64_t>(in_.batch) * in_.accum * T * 4);
+    }
     for (int k = 0; k < in_.accum; ++k) forward_backward(k == in_.accum - 1);
     if (in_.clip) clip();
     optimizer_step();

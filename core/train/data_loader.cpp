@@ -37,8 +37,10 @@ int64_t DataLoader::window_start(int64_t g) {
     perm_.resize(static_cast<size_t>(windows_));
     std::iota(perm_.begin(), perm_.end(), int64_t{0});
     SplitMix64 rng(mix_seed(cfg_.seed, static_cast<uint64_t>(e)));
-    for (int64_t i = windows_ - 1; i > 0; --i)
-      std::swap(perm_[i], perm_[static_cast<int64_t>(rng.next_below(static_cast<uint64_t>(i + 1)))]);
+    for (int64_t i = windows_ - 1; i > 0; --i) {
+      const auto j = static_cast<int64_t>(rng.next_below(static_cast<uint64_t>(i + 1)));
+      std::swap(perm_[i], perm_[j]);
+    }
     perm_epoch_ = e;
   }
   return perm_[g % windows_] * cfg_.seq;

@@ -13,6 +13,12 @@ namespace shardlab {
 
 bool mpi_built() { return true; }
 
+void mpi_world(int* rank, int* size) {
+  mpi_ensure_initialized();
+  MPI_Comm_rank(MPI_COMM_WORLD, rank);
+  MPI_Comm_size(MPI_COMM_WORLD, size);
+}
+
 void launch_mpi(const LaunchOptions& opts, const std::function<void(RankContext&)>& fn) {
   mpi_ensure_initialized();
   int rank = 0, size = 1;

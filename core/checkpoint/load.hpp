@@ -1,0 +1,64 @@
+// Checkpoint load with resharding: each rank reads, for every tensor of every unit it holds, the
+// intersection of its range with the tensor from whichever shard files hold it. A checkpoint
+// written by N ranks under one strategy loads on M ranks under any other, with any padding.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/checkpoint/file_io.hpp"
+#include "core/checkpoint/index.hpp"
+#include "core/checkpoint/ckpt_shard.hpp"
+
+namespace shardlab {
+
+struct LoadOptions {
+  // When not null, the checkpoint's model_config must equal it (InvalidArgument names the field).
+  nlohmann::json expect_model_config;
+  bool verify_checksums = true;
+  // Every checkpoint tensor must appear in the shards' layouts (true), or extra ones are skipped.
+  bool require_all_tensors = true;
+};
+
+// The checkpoint directory `path` names: `path` itself when it holds index.json, else the one its
+// `latest` file points to. IoError when neither exists.
+std::string resolve_checkpoint(const std::string& path);
+
+// Fills every state of every shard ([begin, end) of its flat buffer; padding and gaps become 0)
+// and returns the metadata. The shards' states must be among the saved ones (a subset is fine:
+// loading only "params" from a full checkpoint works).
+CheckpointMeta load_checkpoint(const std::string& path, const std::vector<CkptShard>& shards,
+                               const LoadOptions& options = {});
+
+// Random access to a checkpoint's tensors: opens shard files lazily (checking their sizes against
+// the index) and verifies each chunk's CRC-32C as it reads it.
+class CheckpointReader {
+ public:
+  explicit CheckpointReader(const std::string& path, bool verify_checksums = true);
+  const CheckpointIndex& index() const { return index_; }
+  const std::string& dir() const { return dir_; }
+  // Elements [begin, begin + count) of `tensor`'s `state` into out.
+  void read(const CkptIndexTensor& tensor, const std::string& state, int64_t begin, int64_t count,
+            float* out);
+  // Reads every chunk of every state; returns one line per problem (empty: all checksums match).
+  std::vector<std::string> verify_all();
+
+ private:
+  const FileHandle& file(const std::string& name);
+  void read_checked(const CkptIndexTensor& tensor, const std::string& state, int64_t begin,
+                    int64_t count, float* out, bool verify);
+  std::string dir_;
+  CheckpointIndex index_;
+  bool verify_;
+  std::map<std::string, FileHandle> files_;
+};
+
+// "model_config.n_layer: checkpoint 2, this run 3" for the first difference; "" when equal.
+std::string config_difference(const nlohmann::json& saved, const nlohmann::json& current,
+                              const std::string& where = "model_config");
+
+}  // namespace shardlab

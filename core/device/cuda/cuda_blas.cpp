@@ -1,0 +1,73 @@
+// CudaDevice's GEMMs on cuBLAS. cuBLAS is column-major; a row-major matrix X with row stride ld is
+// the column-major X^T with the same ld, so the row-major C = op(A) op(B) is computed as the
+// column-major C^T = op(B)^T op(A)^T: swap the operands and M with N, keep the transposes.
+#include "core/device/cuda/cuda_device.hpp"
+
+namespace shardlab {
+
+namespace {
+
+cublasOperation_t op(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+cudaDataType cuda_type(DType t) {
+  switch (t) {
+    case DType::f32: return CUDA_R_32F;
+    case DType::bf16: return CUDA_R_16BF;
+    default: return CUDA_R_16F;
+  }
+}
+
+void check_ex_types(DType ab, DType c) {
+  SL_CHECK(c == DType::f32 || c == ab, "gemm_ex: C must be f32 or the inputs' dtype (A/B ",
+           dtype_name(ab), ", C ", dtype_name(c), ")");
+}
+
+}  // namespace
+
+void CudaDevice::gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+                      const float* B, int ldb, float beta, float* C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  CudaDeviceGuard guard(ordinal_);
+  CUBLAS_CHECK(cublasSgemm(cublas_, op(tb), op(ta), N, M, K, &alpha, B, ldb, A, lda, &beta, C,
+                           ldc));
+}
+
+void CudaDevice::gemm_batched(bool ta, bool tb, int M, int N, int K, float alpha, const float* A,
+                              int lda, int64_t sa, const float* B, int ldb, int64_t sb, float beta,
+                              float* C, int ldc, int64_t sc, int batch) {
+  if (M <= 0 || N <= 0 || batch <= 0) return;
+  CudaDeviceGuard guard(ordinal_);
+  CUBLAS_CHECK(cublasSgemmStridedBatched(cublas_, op(tb), op(ta), N, M, K, &alpha, B, ldb, sb, A,
+                                         lda, sa, &beta, C, ldc, sc, batch));
+}
+
+void CudaDevice::gemm_ex(bool ta, bool tb, int M, int N, int K, float alpha, const void* A,
+                         int lda, const void* B, int ldb, DType ab, float beta, void* C, int ldc,
+                         DType c) {
+  check_ex_types(ab, c);
+  if (M <= 0 || N <= 0) return;
+  CudaDeviceGuard guard(ordinal_);
+  CUBLAS_CHECK(cublasGemmEx(cublas_, op(tb), op(ta), N, M, K, &alpha, B, cuda_type(ab), ldb, A,
+                            cuda_type(ab), lda, &beta, C, cuda_type(c), ldc, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
+}
+
+void CudaDevice::gemm_batched_ex(bool ta, bool tb, int M, int N, int K, float alpha,
+                                 const void* A, int lda, int64_t sa, const void* B, int ldb,
+                                 int64_t sb, DType ab, float beta, void* C, int ldc, int64_t sc,
+                                 DType c, int batch) {
+  check_ex_types(ab, c);
+  if (M <= 0 || N <= 0 || batch <= 0) return;
+  CudaDeviceGuard guard(ordinal_);
+  CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas_, op(tb), op(ta), N, M, K, &alpha, B,
+                                          cuda_type(ab), ldb, sb, A, cuda_type(ab), lda, sa,
+                                          &beta, C, cuda_type(c), ldc, sc, batch,
+                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void CudaDevice::set_allow_tf32(bool allow) {
+  CudaDeviceGuard guard(ordinal_);
+  CUBLAS_CHECK(cublasSetMathMode(cublas_, allow ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+}  // namespace shardlab

@@ -1,0 +1,64 @@
+# `shardlab train` with the FSDP engine, `shardlab plan` and their bad input: a memory limit that
+# no_shard exceeds and full_shard trains in, a run directory with every file, the ZeRO example,
+# and one clear error line for each wrong option.
+include(${CMAKE_CURRENT_LIST_DIR}/helpers/train_common.cmake)
+
+file(REMOVE_RECURSE ${WORK_DIR}/run1)
+set(tiny train --model tiny --steps 2 --ranks 4 --batch 8 --seq 32)
+
+# 2.2 MiB per rank: DDP holds 16 x 120,576 bytes = 1.84 MiB of state before any activation.
+expect_error(ddp_oom "rank [0-3]: out of memory: .* In use by category: params .*optimizer_state"
+             ${tiny} --strategy no_shard --mem-limit 2.2MiB)
+run_ok(fsdp_fits ${tiny} --strategy full_shard --mem-limit 2.2MiB --run-dir run1)
+foreach(want "parallel: full_shard on 4 ranks \\(local\\)" "memory limit 2.20 MiB/rank"
+             "params_unsharded" "run directory: run1")
+  if(NOT fsdp_fits MATCHES "${want}")
+    message(FATAL_ERROR "full_shard output lacks '${want}':\n${fsdp_fits}")
+  endif()
+endforeach()
+foreach(f meta.json rank0.jsonl rank3.jsonl summary.json trace.json)
+  if(NOT EXISTS ${WORK_DIR}/run1/${f})
+    message(FATAL_ERROR "run directory lacks ${f}")
+  endif()
+endforeach()
+file(READ ${WORK_DIR}/run1/meta.json meta)
+if(NOT meta MATCHES "\"strategy\": \"full_shard\"" OR NOT meta MATCHES "\"world_size\": 4")
+  message(FATAL_ERROR "meta.json does not describe the run:\n${meta}")
+endif()
+# The same directory again needs --overwrite.
+expect_error(run_dir_exists "run1: run directory exists and is not empty"
+             ${tiny} --run-dir run1)
+run_ok(again ${tiny} --run-dir run1 --overwrite)
+
+# Every strategy trains the same losses on the local backend (rank-ordered reductions).
+run_ok(ddp ${tiny} --strategy no_shard)
+run_ok(zero2 ${tiny} --strategy shard_grad_op --accum 2 --accum-mode no_sync)
+run_ok(ddp2 ${tiny} --strategy no_shard --accum 2)
+string(REGEX MATCHALL "\n +[0-9]+ \\| +[0-9.]+" a "${ddp2}")
+string(REGEX MATCHALL "\n +[0-9]+ \\| +[0-9.]+" b "${zero2}")
+if(NOT a STREQUAL b)
+  message(FATAL_ERROR "no_shard and shard_grad_op (no_sync) losses differ:\n${a}\n${b}")
+endif()
+run_ok(hsdp ${tiny} --strategy hybrid_shard --hybrid-group 2 --param-dtype bf16 --clip 1
+       --act-ckpt --prefetch 2 --max-inflight-gathers 2)
+
+# Bad parallel options name the option and the value.
+expect_error(bad_strategy "unknown strategy 'zero4'" ${tiny} --strategy zero4)
+expect_error(bad_split "--batch 6 must split evenly over --ranks 4" train --model tiny --ranks 4 --batch 6)
+expect_error(bad_group "--hybrid-group 3 must divide --ranks 4" ${tiny} --strategy hybrid_shard --hybrid-group 3)
+expect_error(bad_dtype "unknown dtype 'fp8'" ${tiny} --param-dtype fp8)
+expect_error(bad_limit "cannot read 'lots' as a size" ${tiny} --mem-limit lots)
+expect_error(bad_backend "--backend 'gloo': expected local or mpi" ${tiny} --backend gloo)
+
+# The planner: the ZeRO paper's example and a model plan that says what fits.
+run_ok(zero plan --params 7.5e9 --ranks 64 --param-dtype f16 --reduce-dtype f16 --decimal)
+foreach(gb "120.000" "31.406" "16.641" "1.875")
+  if(NOT zero MATCHES "${gb}")
+    message(FATAL_ERROR "plan lacks ${gb} GB:\n${zero}")
+  endif()
+endforeach()
+run_ok(fits plan --model tiny --ranks 4 --batch 2 --seq 32 --mem-limit 2.2MiB)
+if(NOT fits MATCHES "no_shard +4 +1 [^\n]* NO" OR NOT fits MATCHES "full_shard +4 +4 [^\n]* yes")
+  message(FATAL_ERROR "plan does not say no_shard fails and full_shard fits:\n${fits}")
+endif()
+expect_error(bad_params "--params many" plan --params many)

@@ -1,0 +1,42 @@
+// Small drawing helpers shared by the panels: colours to ImU32, a time ruler, step lines, a
+// colour legend, and the mouse handling (wheel zoom, drag pan) that every time canvas uses.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <imgui.h>
+
+#include "viewer/app/viewer_state.hpp"
+#include "viewer/model/colors.hpp"
+#include "viewer/model/steps.hpp"
+
+namespace shardlab::viewer {
+
+inline ImU32 col(Rgba c) { return c.packed(); }
+inline ImVec2 v2(double x, double y) { return ImVec2(static_cast<float>(x), static_cast<float>(y)); }
+
+// The time axis pixels of a panel whose window is `panel` (gutter on the left, padding on both).
+void axis_pixels(const Rect& panel, double* x0, double* width);
+
+// Tick marks and labels of the axis along [y, y + h), grid lines down to y_grid_end.
+void draw_time_ruler(ImDrawList* dl, const TimeAxis& axis, double y, double h, double y_grid_end);
+// Vertical lines at step boundaries between y0 and y1, numbered when there is room;
+// the selected step is shaded.
+void draw_steps(ImDrawList* dl, const TimeAxis& axis, const std::vector<StepInfo>& steps,
+                int selected_step, double y0, double y1, bool labels);
+// Coloured squares with names, left to right from the cursor; one line.
+struct LegendItem {
+  Rgba color;
+  std::string name;
+};
+void draw_legend(const std::vector<LegendItem>& items);
+
+// After an InvisibleButton over a time canvas: wheel zooms about the cursor, drag pans,
+// double-click shows everything. Updates the shared hover position.
+void handle_time_canvas(ViewerState& s, const TimeAxis& axis);
+
+// Centered grey message inside a rectangle (a run with nothing to show yet).
+void draw_centered_text(ImDrawList* dl, const Rect& r, const std::string& text, Rgba c);
+
+}  // namespace shardlab::viewer

@@ -1,0 +1,97 @@
+// Back buffer to PNG (see screenshot.hpp).
+#include "viewer/app/screenshot.hpp"
+
+#include <cstring>
+#include <vector>
+
+#include <fstream>
+
+#include <GLFW/glfw3.h>
+#include <nlohmann/json.hpp>
+#include <stb_image_write.h>
+
+#include "viewer/model/colors.hpp"
+
+namespace shardlab::viewer {
+
+bool save_back_buffer_png(int width, int height, const std::string& path, std::string* error) {
+  if (width <= 0 || height <= 0) {
+    *error = "empty framebuffer";
+    return false;
+  }
+  const size_t row = static_cast<size_t>(width) * 3;
+  std::vector<unsigned char> pixels(row * height), flipped(row * height);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadBuffer(GL_BACK);
+  glReadPixels(0, 0, width, height, GL_RGB, GL_UNSIGNED_BYTE, pixels.data());
+  if (GLenum e = glGetError(); e != GL_NO_ERROR) {
+    *error = "glReadPixels failed with GL error " + std::to_string(e);
+    return false;
+  }
+  for (int y = 0; y < height; ++y)
+    std::memcpy(&flipped[row * y], &pixels[row * (height - 1 - y)], row);
+  if (!stbi_write_png(path.c_str(), width, height, 3, flipped.data(), static_cast<int>(row))) {
+    *error = path + ": cannot write PNG";
+    return false;
+  }
+  return true;
+}
+
+namespace {
+nlohmann::json rgb(Rgba c) { return {c.r, c.g, c.b}; }
+}  // namespace
+
+void write_report(const std::string& path, const ViewerState& s, int win_w, int win_h, int fb_w,
+                  int fb_h, int frames, double ui_ms, double gl_ms, int64_t vertices) {
+  nlohmann::json j;
+  j["window"] = {win_w, win_h};
+  j["framebuffer"] = {fb_w, fb_h};
+  j["frames"] = frames;
+  j["mean_ui_ms"] = ui_ms;
+  j["mean_render_ms"] = gl_ms;
+  j["vertices"] = vertices;
+  j["selected_step"] = s.selected_step;
+  j["ns_per_px"] = s.time.ns_per_px();
+  j["panels"]["toolbar"] = rect_json(s.layout.toolbar);
+  j["panels"]["summary"] = rect_json(s.layout.summary);
+  j["panels"]["summary_plot"] = rect_json(s.summary_plot);
+  for (size_t i = 0; i < s.runs.size(); ++i) {
+    const RunView& r = s.runs[i];
+    const RunModel& m = r.run->model();
+    nlohmann::json pr = {{"dir", r.run->dir()},
+                         {"name", m.info.name},
+                         {"memory", rect_json(s.layout.runs[i].memory)},
+                         {"timeline", rect_json(s.layout.runs[i].timeline)},
+                         {"units", rect_json(s.layout.runs[i].units)},
+                         {"memory_plot", rect_json(r.memory_plot)},
+                         {"timeline_plot", rect_json(r.timeline_plot)},
+                         {"units_plot", rect_json(r.units_plot)},
+                         {"ranks", m.ranks.size()},
+                         {"steps", m.steps.size()},
+                         {"events", m.n_events},
+                         {"finished", m.finished},
+                         {"status", r.run->status()},
+                         {"rebuild_ms", r.run->last_rebuild_ms()},
+                         {"axis_t_begin", s.time.axis(static_cast<int>(i)).t_begin()},
+                         {"axis_t_end", s.time.axis(static_cast<int>(i)).t_end()}};
+    j["panels"]["runs"].push_back(pr);
+  }
+  for (int k = 0; k < kNumMemCategories; ++k)
+    j["colors"]["categories"][mem_category_name(static_cast<MemCategory>(k))] =
+        rgb(category_color(static_cast<MemCategory>(k)));
+  for (int k = 0; k < kNumOpKinds; ++k)
+    j["colors"]["ops"][op_kind_name(static_cast<OpKind>(k))] = rgb(op_color(static_cast<OpKind>(k)));
+  for (UnitState st : {UnitState::sharded, UnitState::gathering, UnitState::unsharded,
+                       UnitState::resharded})
+    j["colors"]["unit_states"][unit_state_name(st)] = rgb(unit_state_color(st));
+  j["colors"]["exposed"] = rgb(kExposedColor);
+  std::ofstream(path) << j.dump(2) << "\n";
+}
+
+std::string default_report_path(const std::string& png) {
+  std::string base = png;
+  if (base.size() > 4 && base.compare(base.size() - 4, 4, ".png") == 0) base.resize(base.size() - 4);
+  return base + ".json";
+}
+
+}  // namespace shardlab::viewer

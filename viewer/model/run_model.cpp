@@ -1,0 +1,124 @@
+// Building a RunModel from RunData (see run_model.hpp).
+#include "viewer/model/run_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace shardlab::viewer {
+
+namespace {
+
+int64_t meta_bytes(const nlohmann::json& v) {
+  if (v.is_number()) return std::max<int64_t>(0, v.get<int64_t>());
+  if (v.is_string()) {
+    try {
+      return parse_bytes(v.get<std::string>());
+    } catch (const Error&) {
+      return 0;
+    }
+  }
+  return 0;
+}
+
+std::string meta_string(const nlohmann::json& meta, const char* key) {
+  auto it = meta.find(key);
+  return it != meta.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+void finish_bandwidth(std::array<OpStats, kNumOpKinds>& ops, int world) {
+  for (int k = 0; k < kNumOpKinds; ++k)
+    ops[k].bandwidth = collective_bandwidth(static_cast<OpKind>(k), ops[k].bytes, ops[k].ns, world);
+}
+
+}  // namespace
+
+RunInfo read_run_info(const RunData& run) {
+  RunInfo info;
+  info.dir = run.dir;
+  const nlohmann::json& m = run.meta;
+  if (m.is_object()) {
+    info.name = meta_string(m, "name");
+    info.strategy = meta_string(m, "strategy");
+    info.backend = meta_string(m, "backend");
+    for (const char* key : {"world_size", "world", "ranks"}) {
+      auto it = m.find(key);
+      if (it != m.end() && it->is_number_integer()) {
+        info.world = it->get<int>();
+        break;
+      }
+    }
+    auto lim = m.find("mem_limit");
+    if (lim != m.end()) info.mem_limit = meta_bytes(*lim);
+  }
+  if (info.world <= 0) info.world = static_cast<int>(run.ranks.size());
+  if (info.name.empty()) {
+    std::string d = run.dir;
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    size_t slash = d.find_last_of('/');
+    info.name = slash == std::string::npos ? d : d.substr(slash + 1);
+  }
+  return info;
+}
+
+RunModel build_run_model(const RunData& run) {
+  RunModel m;
+  m.info = read_run_info(run);
+  m.finished = run.finished();
+  m.ranks.resize(run.ranks.size());
+  for (size_t r = 0; r < run.ranks.size(); ++r) {
+    const RankTrace& tr = run.ranks[r];
+    RankModel& rm = m.ranks[r];
+    rm.t_last = tr.t_last;
+    for (const SpanEvent& s : tr.spans) rm.t_last = std::max(rm.t_last, s.t_end);
+    rm.mem = build_memory_series(tr.mem);
+    rm.bars = build_rank_bars(tr.spans);
+    rm.units = build_unit_strips(tr.units, rm.t_last);
+    rm.exposed = exposed_comm(tr.spans);
+    for (const SpanEvent& s : tr.spans) {
+      OpStats& o = rm.ops[static_cast<int>(classify_op(s.op))];
+      ++o.count;
+      o.bytes += s.bytes;
+      o.ns += std::max<int64_t>(0, s.t_end - s.t_start);
+    }
+    finish_bandwidth(rm.ops, m.info.world);
+    m.t_last = std::max(m.t_last, rm.t_last);
+    m.n_events += static_cast<int64_t>(tr.mem.size() + tr.spans.size() + tr.units.size() +
+                                       tr.steps.size() + tr.marks.size());
+
+    for (int k = 0; k < kNumOpKinds; ++k) {
+      m.summary.ops[k].count += rm.ops[k].count;
+      m.summary.ops[k].bytes += rm.ops[k].bytes;
+      m.summary.ops[k].ns += rm.ops[k].ns;
+    }
+    m.summary.comm_ns += rm.exposed.comm_ns;
+    m.summary.exposed_ns += rm.exposed.exposed_ns;
+    m.summary.max_peak = std::max(m.summary.max_peak, rm.mem.peak_total);
+  }
+  finish_bandwidth(m.summary.ops, m.info.world);
+
+  m.steps = build_steps(run);
+  // Throughput as `shardlab summary` defines it (core/trace/summary.hpp): tokens of all ranks over
+  // the sum of step times (a step's time is the slowest rank's), the first step left out as warmup
+  // when there are more than two; here only steps every rank has reported (a live run's last step
+  // may be partial).
+  int n_ranks = static_cast<int>(run.ranks.size());
+  std::vector<const StepInfo*> complete;
+  for (const StepInfo& s : m.steps)
+    if (s.ranks_seen >= n_ranks) complete.push_back(&s);
+  m.summary.n_steps = static_cast<int>(complete.size());
+  m.summary.warmup_excluded = complete.size() > 2;
+  double tokens = 0, seconds = 0;
+  for (size_t i = m.summary.warmup_excluded ? 1 : 0; i < complete.size(); ++i) {
+    tokens += static_cast<double>(complete[i]->tokens);
+    if (std::isfinite(complete[i]->step_time)) seconds += complete[i]->step_time;
+  }
+  size_t measured = complete.size() - (m.summary.warmup_excluded ? 1 : 0);
+  if (measured > 0) {
+    m.summary.tokens_per_s = seconds > 0 ? tokens / seconds : 0;
+    m.summary.mean_step_s = seconds / static_cast<double>(measured);
+    m.summary.last_loss = complete.back()->loss;
+  }
+  return m;
+}
+
+}  // namespace shardlab::viewer

@@ -1,0 +1,74 @@
+// Everything the viewer draws for one run, derived from the reader's RunData: per rank the memory
+// series, Gantt bars, unit strips and exposed communication; the run's steps; and a summary
+// (peaks by category, tokens/s, bytes and bandwidth by collective, overlap). Rebuilt after each
+// poll that brought new events; holds indices into the RunData, not copies of its strings.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/trace/run_reader.hpp"
+#include "viewer/model/gantt.hpp"
+#include "viewer/model/intervals.hpp"
+#include "viewer/model/memory_series.hpp"
+#include "viewer/model/ops.hpp"
+#include "viewer/model/steps.hpp"
+#include "viewer/model/unit_strips.hpp"
+
+namespace shardlab::viewer {
+
+struct RunInfo {
+  std::string dir;
+  std::string name;      // meta "name", else the directory's last component
+  std::string strategy;  // meta "strategy", may be empty
+  std::string backend;   // meta "backend", may be empty
+  int world = 0;         // meta "world_size" (or "world"), else the number of rank files
+  int64_t mem_limit = 0; // meta "mem_limit" in bytes (number or "512MiB"); 0 = no capacity line
+};
+RunInfo read_run_info(const RunData& run);
+
+struct OpStats {
+  int64_t count = 0;
+  int64_t bytes = 0;     // summed over spans
+  int64_t ns = 0;        // summed span durations
+  Bandwidth bandwidth;   // of the totals: bytes / ns, times the bus factor
+};
+
+struct RankModel {
+  MemorySeries mem;
+  RankBars bars;
+  UnitStrips units;
+  ExposedComm exposed;
+  std::array<OpStats, kNumOpKinds> ops{};
+  int64_t t_last = 0;
+};
+
+struct RunSummary {
+  int n_steps = 0;              // steps every rank reported
+  bool warmup_excluded = false; // the first of them left out of the two figures below (> 2 steps)
+  double tokens_per_s = 0;      // all ranks' tokens / sum of step times, as `shardlab summary`
+  double mean_step_s = 0;       // a step's time is its slowest rank's step_time
+  double last_loss = 0;
+  std::array<OpStats, kNumOpKinds> ops{};  // summed over ranks
+  int64_t comm_ns = 0, exposed_ns = 0;     // summed over ranks
+  double overlap() const {
+    return comm_ns > 0 ? 1.0 - static_cast<double>(exposed_ns) / comm_ns : 1.0;
+  }
+  int64_t max_peak = 0;  // highest per-rank peak total
+};
+
+struct RunModel {
+  RunInfo info;
+  std::vector<RankModel> ranks;
+  std::vector<StepInfo> steps;
+  RunSummary summary;
+  int64_t t_last = 0;  // latest event time over ranks
+  bool finished = false;
+  int64_t n_events = 0;
+};
+
+RunModel build_run_model(const RunData& run);
+
+}  // namespace shardlab::viewer
