@@ -5,7 +5,7 @@ BUILD   ?= build
 PRESET  ?= cpu
 SHARDLAB = $(BUILD)/bin/shardlab
 
-.PHONY: all deps configure build demo test bench cuda clean help
+.PHONY: all deps configure build demo test cuda cuda-test clean help
 
 all: build
 
@@ -13,6 +13,7 @@ help:
 	@echo "make demo     install deps, build, run the DP vs FSDP demo on 4 local ranks"
 	@echo "make test     install deps, build, run every test (ctest)"
 	@echo "make cuda     configure and build the CUDA + NCCL configuration in build-cuda/"
+	@echo "make cuda-test  build it and run its GPU tests (each skips with a message without a GPU)"
 	@echo "make clean    remove build directories"
 
 deps:
@@ -32,9 +33,14 @@ demo: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
-cuda: deps
+build-cuda/CMakeCache.txt: | deps
 	cmake --preset cuda
+
+cuda: deps build-cuda/CMakeCache.txt
 	cmake --build build-cuda -j $(JOBS)
+
+cuda-test: cuda
+	cd build-cuda && ctest --output-on-failure -j $(JOBS) -R '^cuda[.]'
 
 clean:
 	rm -rf build build-cuda build-debug build-asan build-tsan

@@ -3,7 +3,7 @@
 // loadable and `latest` pointing at it; the next successful save cleans the leftovers.
 #include <gtest/gtest.h>
 
-#include "core/checkpoint/file_io.hpp"
+#include "core/base/file_io.hpp"
 #include "core/checkpoint/load.hpp"
 #include "core/checkpoint/save.hpp"
 #include "tests/checkpoint_fixture.hpp"

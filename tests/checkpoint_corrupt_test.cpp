@@ -7,7 +7,7 @@
 
 #include "core/checkpoint/commands.hpp"
 #include "core/checkpoint/crc32c.hpp"
-#include "core/checkpoint/file_io.hpp"
+#include "core/base/file_io.hpp"
 #include "core/checkpoint/load.hpp"
 #include "core/checkpoint/save.hpp"
 #include "tests/checkpoint_fixture.hpp"

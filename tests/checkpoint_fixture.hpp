@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/base/error.hpp"
-#include "core/checkpoint/file_io.hpp"
+#include "core/base/file_io.hpp"
 #include "core/checkpoint/gpt_checkpoint.hpp"
 #include "core/checkpoint/load.hpp"
 #include "core/checkpoint/save.hpp"

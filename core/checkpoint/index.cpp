@@ -6,7 +6,7 @@
 #include <set>
 
 #include "core/base/error.hpp"
-#include "core/checkpoint/file_io.hpp"
+#include "core/base/file_io.hpp"
 
 namespace shardlab {
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/checkpoint/file_io.hpp"
+#include "core/base/file_io.hpp"
 #include "core/checkpoint/index.hpp"
 #include "core/checkpoint/ckpt_shard.hpp"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/base/dtype.hpp"
-#include "core/checkpoint/file_io.hpp"
+#include "core/base/file_io.hpp"
 
 namespace shardlab {
 

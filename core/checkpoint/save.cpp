@@ -9,7 +9,7 @@
 
 #include "core/base/error.hpp"
 #include "core/checkpoint/crc32c.hpp"
-#include "core/checkpoint/file_io.hpp"
+#include "core/base/file_io.hpp"
 #include "core/checkpoint/index.hpp"
 #include "core/comm/communicator.hpp"
 

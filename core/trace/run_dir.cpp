@@ -60,24 +60,6 @@ std::string default_run_name(const json& meta, std::time_t now) {
   return name + "-" + stamp;
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) SL_THROW(IoError, tmp, ": cannot create: ", std::strerror(errno));
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const int err = errno;
-  if (std::fclose(f) != 0 || !ok) {
-    std::remove(tmp.c_str());
-    SL_THROW(IoError, path, ": write failed: ", std::strerror(ok ? errno : err));
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    SL_THROW(IoError, path, ": cannot rename the temporary file into place: ", ec.message());
-  }
-}
-
 RunDir RunDir::create(json meta, const RunDirOptions& opts) {
   SL_CHECK(meta.is_object() || meta.is_null(), "run meta must be a JSON object");
   if (meta.is_null()) meta = json::object();

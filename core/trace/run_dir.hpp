@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/base/file_io.hpp"
+
 #include "core/trace/recorder.hpp"
 #include "core/trace/summary.hpp"
 
@@ -51,9 +53,5 @@ class RunDir {
 // "<strategy>-n<world_size>-<YYYYmmdd-HHMMSS>" (local time), from meta's "strategy" and
 // "world_size" when present ("run" and no -n part otherwise); unsafe path characters become '_'.
 std::string default_run_name(const nlohmann::json& meta, std::time_t now);
-
-// Writes `text` to `path` through `path`.tmp.<pid> and a rename, so a reader sees the old file or
-// the whole new one. Throws IoError naming the path.
-void write_file_atomic(const std::string& path, const std::string& text);
 
 }  // namespace shardlab

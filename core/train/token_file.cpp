@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/base/error.hpp"
+#include "core/base/file_io.hpp"
 
 namespace shardlab {
 
@@ -71,25 +72,11 @@ void write_token_file(const std::string& path, const std::vector<uint16_t>& toke
   header[0] = kTokenFileMagic;
   header[1] = kTokenFileVersion;
   header[2] = static_cast<int32_t>(tokens.size());
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    errno = 0;
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) SL_THROW(IoError, "cannot create token file '", tmp, "': ", errno_text());
-    out.write(reinterpret_cast<const char*>(header), kTokenFileHeaderBytes);
-    out.write(reinterpret_cast<const char*>(tokens.data()),
-              static_cast<std::streamsize>(2 * tokens.size()));
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      SL_THROW(IoError, "writing token file '", tmp, "' failed (disk full?)");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string why = errno_text();
-    std::remove(tmp.c_str());
-    SL_THROW(IoError, "cannot rename '", tmp, "' to '", path, "': ", why);
-  }
+  std::string bytes(kTokenFileHeaderBytes + 2 * tokens.size(), '\0');
+  std::memcpy(&bytes[0], header, kTokenFileHeaderBytes);
+  if (!tokens.empty())
+    std::memcpy(&bytes[kTokenFileHeaderBytes], tokens.data(), 2 * tokens.size());
+  write_file_atomic(path, bytes);  // readers never see a half-written shard
 }
 
 std::vector<uint8_t> read_file_bytes(const std::string& path) {

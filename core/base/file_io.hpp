@@ -1,4 +1,4 @@
-// POSIX file helpers for checkpoints: whole writes with fsync, positioned reads, directory fsync,
+// POSIX file helpers (checkpoints, run directories, token files): whole writes with fsync, positioned reads, directory fsync,
 // atomic small-file replacement. Every failure is an IoError naming the path and errno's text.
 #pragma once
 

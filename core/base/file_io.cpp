@@ -1,5 +1,5 @@
-// POSIX implementation of the checkpoint file helpers (open/pread/fsync/rename).
-#include "core/checkpoint/file_io.hpp"
+// POSIX implementation of the file helpers (open/pread/fsync/rename).
+#include "core/base/file_io.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
