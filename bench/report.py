@@ -140,6 +140,12 @@ def cpu_ms(b):
     return b.get("cpu_time", 0.0) * scale
 
 
+def tokens_per_cpu_s(b):
+    """Tokens of all ranks per second of the process's CPU time."""
+    cpu = cpu_ms(b)
+    return b["tokens/s"] * b["step_ms"] / cpu if cpu > 0 else 0.0
+
+
 def train_index(rows):
     """{(backend, preset): {(strategy, prefetch, ranks): benchmark dict}}"""
     idx = defaultdict(dict)
@@ -157,20 +163,38 @@ def plot_train(idx, backend, preset, out_dir):
     ranks = sorted({k[2] for k in data})
     files = []
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    # Left: tokens per second of wall time. Right (local backend): per CPU-second of the whole
+    # process, every rank's threads, which moves less when other processes share the cores. Under
+    # MPI the process is one rank and MPI polls while it waits, so there is no such panel.
+    local = backend == "local"
+    if local:
+        fig, (ax, ax_cpu) = plt.subplots(1, 2, figsize=(12, 4.6))
+    else:
+        fig, ax = plt.subplots(figsize=(7.5, 4.6))
+        ax_cpu = None
     for s in STRATEGIES:
         for pf, style in ((1, "-"), (0, "--")):
-            pts = [(n, data[(s, pf, n)]["tokens/s"]) for n in ranks if (s, pf, n) in data]
+            pts = [(n, data[(s, pf, n)]) for n in ranks if (s, pf, n) in data]
             if not pts:
                 continue
             label = s + ("" if pf == 1 else " (prefetch off)")
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", ms=4,
+            xs = [p[0] for p in pts]
+            ax.plot(xs, [p[1]["tokens/s"] for p in pts], style, marker="o", ms=4,
                     color=COLORS[s], label=label)
-    log2_ranks_axis(ax, ranks)
-    ax.set_xlabel("ranks N (threads on this machine's cores)")
-    ax.set_ylabel("tokens/s (all ranks)")
-    ax.set_title("Training step throughput, %s preset (%s backend)" % (preset, backend))
-    ax.legend(fontsize=8)
+            if ax_cpu:
+                ax_cpu.plot(xs, [tokens_per_cpu_s(p[1]) for p in pts], style, marker="o", ms=4,
+                            color=COLORS[s], label=label)
+    panels = [(ax, "tokens/s (all ranks, wall time)")]
+    if ax_cpu:
+        panels.append((ax_cpu, "tokens per CPU-second (all threads)"))
+        ax_cpu.set_title("Work per token, %s preset (%s backend)" % (preset, backend))
+    for a, what in panels:
+        log2_ranks_axis(a, ranks)
+        a.set_ylim(bottom=0)
+        a.set_xlabel("ranks N")
+        a.set_ylabel(what)
+    ax.set_title("Throughput, %s preset (%s backend)" % (preset, backend))
+    ax.legend(fontsize=7)
     fig.tight_layout()
     files.append(save(fig, out_dir, "train_tokens_%s_%s.png" % (backend, preset)))
 
@@ -202,7 +226,11 @@ def plot_breakdown(idx, backend, preset, n, out_dir):
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     bottom = [0.0] * len(present)
     cmap = plt.get_cmap("tab10")
-    for i, c in enumerate(CATEGORIES):
+    # Persistent categories at the bottom, so the formula line meets the top of their stack.
+    stack = ["params", "grads", "optimizer_state", "params_unsharded", "grads_unsharded",
+             "activations", "comm_buffers", "workspace"]
+    for c in stack:
+        i = CATEGORIES.index(c)
         vals = [data[(s, 1, n)].get("peak_" + c, 0.0) / MIB for s in present]
         if not any(vals):
             continue
@@ -212,7 +240,7 @@ def plot_breakdown(idx, backend, preset, n, out_dir):
         ax.plot([i - 0.4, i + 0.4], [data[(s, 1, n)]["formula"] / MIB] * 2, "k:", lw=1.5)
     ax.plot([], [], "k:", label="formula (persistent)")
     ax.set_ylabel("MiB per rank at the peak")
-    ax.set_title("What the peak holds at N = %d, %s preset" % (n, preset))
+    ax.set_title("What the peak holds at N = %d, %s preset (%s backend)" % (n, preset, backend))
     ax.legend(fontsize=7)
     ax.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
@@ -261,11 +289,17 @@ def headline_ratios(idx):
                 fs = data.get(("full_shard", pf, n))
                 cells.append("%.0f (%.2f)" % (fs["tokens/s"], fs["tokens/s"] / base["tokens/s"])
                              if fs else "-")
+            for pf in (1, 0):  # local only: an MPI process is one rank, and MPI polls
+                fs = data.get(("full_shard", pf, n))
+                ok = fs and backend == "local" and tokens_per_cpu_s(base) > 0
+                cells.append("%.2f" % (tokens_per_cpu_s(fs) / tokens_per_cpu_s(base))
+                             if ok else "-")
             rows.append(cells)
     if not rows:
         return ""
     return table(["preset", "backend", "N", "no_shard tokens/s",
-                  "full_shard prefetch on (ratio)", "full_shard prefetch off (ratio)"], rows)
+                  "full_shard prefetch on (ratio)", "full_shard prefetch off (ratio)",
+                  "CPU ratio, prefetch on", "CPU ratio, prefetch off"], rows)
 
 
 def memory_at(idx, n, out_dir):
@@ -457,8 +491,10 @@ def main():
 
     md.append("## Headlines\n")
     if ratios_md:
-        md.append("**full_shard against no_shard** (tokens/s of all ranks; the ratio in "
-                  "parentheses):\n\n" + ratios_md)
+        md.append("**full_shard against no_shard**: tokens/s of all ranks, the ratio to no_shard "
+                  "in parentheses; the CPU ratios (local backend) compare tokens per CPU-second "
+                  "of the process (the extra work of sharding, without the waiting), which other "
+                  "processes on the cores disturb less:\n\n" + ratios_md)
     if mem_md:
         md.append("**Peak memory per rank at N = 4** (MiB) by category against DESIGN.md's formula "
                   "for persistent state (params + grads + optimizer):\n\n" + mem_md)
