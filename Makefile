@@ -14,6 +14,8 @@ help:
 	@echo "make test     install deps, build, run every test (ctest)"
 	@echo "make cuda     configure and build the CUDA + NCCL configuration in build-cuda/"
 	@echo "make cuda-test  build it and run its GPU tests (each skips with a message without a GPU)"
+	@echo "make bench    run the benchmark suites and write docs/bench/ (make bench-quick: under a minute)"
+	@echo "make lesson N=1  build and run a lesson (docs/lessons/)"
 	@echo "make clean    remove build directories"
 
 deps:
@@ -44,6 +46,15 @@ cuda-test: cuda
 
 clean:
 	rm -rf build build-cuda build-debug build-asan build-tsan
+
+# ---- benchmarks (bench/run_bench.sh; docs/bench/README.md) ------------------------------------
+# make bench        default suite, a few minutes on 2 cores: JSON, report.md and plots -> docs/bench/
+# make bench-quick  quick suite, under a minute -> $(BUILD)/bench-quick/ (docs/bench/ untouched)
+.PHONY: bench bench-quick
+bench: build
+	bash bench/run_bench.sh default $(BUILD)/bin docs/bench
+bench-quick: build
+	bash bench/run_bench.sh quick $(BUILD)/bin $(BUILD)/bench-quick
 
 # ---- lessons (lessons/, docs/lessons/; this block belongs to the lessons) ------------------------
 # make lesson N=3 [ARGS="--ranks 8"]   build and run lesson 3

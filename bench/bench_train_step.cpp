@@ -1,148 +1,255 @@
-// Training-step benchmark: one engine step on N local ranks (threads), over strategy x ranks x
-// prefetch depth. The ranks stay up between iterations (each iteration releases them for one step
-// and waits until all are done), so an iteration is one step as the trainer runs it.
-// Counters: tokens/s (rate, all ranks), peak MiB per rank (total and by category, rank 0), bytes
-// communicated per rank per step.
-//   bench_train_step --benchmark_filter='TrainStep/.*' --benchmark_out_format=json
+// Training-step benchmarks: DP against FSDP. Strategy (no_shard, shard_optim, shard_grad_op,
+// full_shard, hybrid_shard) x ranks (1, 2, 4, 8) x model preset (tiny, small; medium on request)
+// x prefetch (on/off, for the strategies that gather parameters per unit), on the local backend;
+// on MPI when started under mpirun. One iteration is one optimizer step of every rank: the ranks
+// start once per benchmark run and step in lockstep (bench/train_driver.hpp); the manual time is
+// the step's wall time.
+//
+// Weak scaling: every rank trains B x T tokens of its own per step, so tokens/s counts all ranks.
+// The CPU column is the process's CPU time per step, all ranks' threads together.
+// Counters (bytes as kIs1024 counters, so the console shows Ki/Mi):
+//   tokens/s       all ranks' tokens per second of step time
+//   step_ms        mean step time
+//   peak           per-rank peak bytes (the largest over ranks); peak_<category> the categories
+//                  at that moment (they sum to peak)
+//   persistent     params + grads + optimizer state per rank (largest over ranks)
+//   formula        DESIGN.md's persistent bytes per rank for this strategy (16 Psi, 16 Psi / N,
+//   ...) planned_peak   the planner's peak (core/fsdp/memory_plan.hpp) for the same run comm_bytes
+//   bytes one rank sends into collectives per step (the largest over ranks) comm_share     time in
+//   collectives / step time (mean over ranks) exposed_share  collective time not hidden behind this
+//   rank's compute / step time params         Psi
+// hybrid_shard uses groups of G = 2 ranks (G = 1 at one rank): the "group" argument.
+//
+//   build/bin/bench_train_step                                     (tiny and small, 1..8 ranks)
+//   build/bin/bench_train_step --presets=tiny --ranks=1,2 --benchmark_min_time=0.01   (quick)
+//   build/bin/bench_train_step --presets=medium --benchmark_filter=full_shard
+//   build/bin/bench_train_step --trace=0      (no span recording: the recorder's cost, measured)
+//   mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/bench_train_step --mpi_steps=10
 #include <benchmark/benchmark.h>
 
-#include <condition_variable>
-#include <mutex>
-#include <random>
-#include <thread>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
 
-#include "core/comm/launcher.hpp"
-#include "core/fsdp/engine.hpp"
-#include "core/model/config.hpp"
+#include "bench/train_driver.hpp"
+#include "core/device/device.hpp"
+
+#ifdef SHARDLAB_WITH_MPI
+#include <mpi.h>
+
+#include "core/comm/mpi/mpi_comm.hpp"
+#endif
 
 using namespace shardlab;
+using namespace shardlab::bench;
 
 namespace {
 
-// Large enough that a step is mostly GEMMs, small enough for a 2-core machine: ~0.8M params.
-GPTConfig bench_model() {
-  GPTConfig c;
-  c.vocab_size = 256;
-  c.max_seq_len = 64;
-  c.n_layer = 4;
-  c.n_head = 4;
-  c.n_embd = 128;
-  return c;
+int g_mpi_rank = 0;
+int g_mpi_size = 0;  // 0: not under mpirun
+int g_mpi_steps = 10;
+bool g_trace = true;  // --trace=0: no spans recorded (and no comm_share / exposed_share counters)
+
+// Per-rank micro-batch of each preset: enough tokens that the GEMMs dominate, few enough that
+// eight ranks on two cores still take a step in well under a second.
+struct PresetRun {
+  const char* name;
+  int batch;
+  int seq_len;
+};
+constexpr PresetRun kPresetRuns[] = {{"tiny", 4, 64}, {"small", 2, 64}, {"medium", 1, 64}};
+
+const PresetRun& preset_run(const std::string& name) {
+  for (const PresetRun& p : kPresetRuns)
+    if (name == p.name) return p;
+  SL_THROW(InvalidArgument, "bench_train_step: --presets: unknown preset '", name,
+           "' (expected tiny, small or medium)");
 }
 
-void BM_TrainStep(benchmark::State& state) {
-  const auto strategy = static_cast<Strategy>(state.range(0));
-  const int ranks = static_cast<int>(state.range(1));
-  const int prefetch = static_cast<int>(state.range(2));
-  const int B = 4, T = 64;
-  const GPTConfig model = bench_model();
-  EngineConfig ec;
-  ec.strategy = strategy;
-  ec.prefetch = prefetch;
-  ec.hybrid_group = 2;
+int hybrid_group_for(int ranks) { return ranks >= 2 ? 2 : 1; }
 
-  std::mutex mu;
-  std::condition_variable cv;
-  int64_t go = 0;      // steps released by the benchmark thread
-  int ready = 0, done = 0;
-  bool stop = false;
-  MemArray peak{};
-  int64_t peak_total = 0, comm = 0;
-  std::string error;
+void set_bytes(benchmark::State& state, const char* name, double bytes) {
+  state.counters[name] =
+      benchmark::Counter(bytes, benchmark::Counter::kDefaults, benchmark::Counter::OneK::kIs1024);
+}
 
-  std::thread runner([&] {
-    try {
-      LaunchOptions lo;
-      lo.ranks = ranks;
-      launch(lo, [&](RankContext& ctx) {
-        Engine eng(*ctx.device, *ctx.comm, ctx.recorder, model, ec);
-        std::mt19937 gen(ctx.rank);
-        std::vector<int> tok(B * T), tgt(B * T);
-        for (int i = 0; i < B * T; ++i) {
-          tok[i] = static_cast<int>(gen() % model.vocab_size);
-          tgt[i] = static_cast<int>(gen() % model.vocab_size);
-        }
-        StepStats st = eng.step({tok.data()}, {tgt.data()}, B, T);  // warm-up
-        {
-          std::lock_guard<std::mutex> lk(mu);
-          if (++ready == ranks) cv.notify_all();
-        }
-        for (int64_t seen = 0;;) {
-          {
-            std::unique_lock<std::mutex> lk(mu);
-            cv.wait(lk, [&] { return stop || go > seen; });
-            if (go == seen) break;  // stopped
-            seen = go;
-          }
-          st = eng.step({tok.data()}, {tgt.data()}, B, T);
-          std::lock_guard<std::mutex> lk(mu);
-          if (++done == ranks) cv.notify_all();
-        }
-        if (ctx.rank == 0) {
-          peak = ctx.tracker->peak_all();
-          peak_total = ctx.tracker->peak_total();
-          comm = st.comm_total();
-        }
-      });
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lk(mu);
-      error = e.what();
-      stop = true;
-      ready = ranks;
-      cv.notify_all();
+void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* preset, bool mpi) {
+  const int ranks = static_cast<int>(state.range(0));
+  TrainRun run;
+  run.model = GPTConfig::preset(preset->name);
+  run.batch = static_cast<int>(state.range(2));
+  run.seq_len = static_cast<int>(state.range(3));
+  run.engine.strategy = strategy;
+  run.engine.prefetch = static_cast<int>(state.range(1));
+  run.engine.hybrid_group = static_cast<int>(state.range(4));
+  if (mpi) {
+    if (g_mpi_size == 0) {
+      state.SkipWithError(
+          "backend mpi: start under mpirun (mpirun --allow-run-as-root "
+          "--oversubscribe -np 4 build/bin/bench_train_step)");
+      return;
     }
-  });
+    run.backend = "mpi";
+  }
+  run.ranks = ranks;
+  run.trace = g_trace;
 
-  {
-    std::unique_lock<std::mutex> lk(mu);
-    cv.wait(lk, [&] { return ready == ranks; });
-  }
-  for (auto _ : state) {
-    std::unique_lock<std::mutex> lk(mu);
-    if (!error.empty()) break;
-    done = 0;
-    ++go;
-    cv.notify_all();
-    cv.wait(lk, [&] { return done == ranks || !error.empty(); });
-  }
-  {
-    std::lock_guard<std::mutex> lk(mu);
-    stop = true;
-  }
-  cv.notify_all();
-  runner.join();
-  if (!error.empty()) {
-    state.SkipWithError(error.c_str());
+  TrainReport rep;
+  double seconds = 0;
+  try {
+    LockstepTrainer trainer(run);
+    for (auto _ : state) {
+      const double s = trainer.step();
+      state.SetIterationTime(s);
+      seconds += s;
+    }
+    rep = trainer.finish();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
     return;
   }
-  const double mib = 1024.0 * 1024.0;
-  state.counters["tokens/s"] =
-      benchmark::Counter(static_cast<double>(state.iterations()) * ranks * B * T,
-                         benchmark::Counter::kIsRate);
-  state.counters["peak_MiB"] = static_cast<double>(peak_total) / mib;
-  state.counters["params_MiB"] = static_cast<double>(peak[0]) / mib;
-  state.counters["params_unsharded_MiB"] = static_cast<double>(peak[1]) / mib;
-  state.counters["optim_MiB"] = static_cast<double>(peak[4]) / mib;
-  state.counters["activations_MiB"] = static_cast<double>(peak[5]) / mib;
-  state.counters["comm_bytes_per_step"] = static_cast<double>(comm);
-  state.SetLabel(strategy_name(strategy));
+  const double steps = static_cast<double>(state.iterations());
+  const double tokens_per_step = static_cast<double>(ranks) * run.batch * run.seq_len;
+  state.counters["tokens/s"] = seconds > 0 ? tokens_per_step * steps / seconds : 0.0;
+  state.counters["step_ms"] = steps > 0 ? 1e3 * seconds / steps : 0.0;
+  set_bytes(state, "peak", static_cast<double>(rep.peak));
+  for (int c = 0; c < kNumMemCategories; ++c)
+    set_bytes(state,
+              (std::string("peak_") + mem_category_name(static_cast<MemCategory>(c))).c_str(),
+              static_cast<double>(rep.at_peak[c]));
+  set_bytes(state, "persistent", static_cast<double>(rep.persistent));
+  set_bytes(state, "formula",
+            formula_persistent_bytes(strategy, static_cast<double>(rep.params), ranks,
+                                     run.engine.hybrid_group));
+  PlanInput in;
+  in.strategy = strategy;
+  in.world = ranks;
+  in.hybrid_group = run.engine.hybrid_group;
+  in.model = run.model;
+  in.batch = run.batch;
+  in.seq_len = run.seq_len;
+  in.prefetch = run.engine.prefetch;
+  in.local_staging = run.backend == "local";
+  set_bytes(state, "planned_peak", static_cast<double>(plan_memory(in).peak_total()));
+  set_bytes(state, "comm_bytes", static_cast<double>(rep.comm_bytes_per_step));
+  if (run.trace) {
+    state.counters["comm_share"] = rep.comm_share;
+    state.counters["exposed_share"] = rep.exposed_share;
+  }
+  state.counters["params"] = static_cast<double>(rep.params);
 }
 
-void train_step_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"strategy", "ranks", "prefetch"});
-  for (int ranks : {2, 4})
-    for (Strategy s : {Strategy::no_shard, Strategy::full_shard})
-      for (int prefetch : {0, 1}) {
-        if (s == Strategy::no_shard && prefetch == 1) continue;  // nothing to prefetch
-        b->Args({static_cast<int>(s), ranks, prefetch});
-      }
-  for (Strategy s : {Strategy::shard_optim, Strategy::shard_grad_op, Strategy::hybrid_shard})
-    b->Args({static_cast<int>(s), 4, 1});
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
 }
+
+struct Options {
+  std::vector<std::string> presets{"tiny", "small"};
+  std::vector<int> ranks{1, 2, 4, 8};
+};
+
+// Takes this program's own flags out of argv (Google Benchmark rejects unknown ones).
+Options parse_own_flags(int* argc, char** argv) {
+  Options o;
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--presets=", 0) == 0) {
+      o.presets = split_list(a.substr(10));
+    } else if (a.rfind("--ranks=", 0) == 0) {
+      o.ranks.clear();
+      for (const std::string& r : split_list(a.substr(8))) o.ranks.push_back(std::stoi(r));
+    } else if (a.rfind("--trace=", 0) == 0) {
+      g_trace = a.substr(8) != "0";
+    } else if (a.rfind("--mpi_steps=", 0) == 0) {
+      g_mpi_steps = std::stoi(a.substr(12));
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  *argc = out;
+  return o;
+}
+
+void register_all(const Options& o) {
+  const Strategy strategies[] = {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op,
+                                 Strategy::full_shard, Strategy::hybrid_shard};
+  for (const std::string& name : o.presets) {
+    const PresetRun& p = preset_run(name);
+    for (Strategy s : strategies) {
+      // Prefetch changes nothing for strategies that keep full parameters: register it once.
+      std::vector<int> prefetch =
+          gathers_params_per_unit(s) ? std::vector<int>{1, 0} : std::vector<int>{1};
+      const bool mpi = g_mpi_size > 0;
+      const std::string bm =
+          std::string("train_step/") + (mpi ? "mpi/" : "local/") + strategy_name(s) + "/" + p.name;
+      auto* b = benchmark::RegisterBenchmark(bm.c_str(), bm_train_step, s, &p, mpi);
+      b->ArgNames({"ranks", "prefetch", "batch", "seq", "group"});
+      const std::vector<int> ranks = mpi ? std::vector<int>{g_mpi_size} : o.ranks;
+      for (int n : ranks)
+        for (int pf : prefetch) b->Args({n, pf, p.batch, p.seq_len, hybrid_group_for(n)});
+      // CPU time of the whole process (every rank's threads): steadier than wall time when other
+      // processes share the cores.
+      b->UseManualTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
+      // Every MPI process must run the same number of steps: no adaptive iteration count.
+      if (mpi) b->Iterations(g_mpi_steps);
+    }
+  }
+}
+
+// Prints nothing: the MPI processes other than rank 0 run the same benchmarks silently.
+class NullReporter : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
 
 }  // namespace
 
-BENCHMARK(BM_TrainStep)->Name("TrainStep")->Apply(train_step_args)->Unit(benchmark::kMillisecond)
-    ->UseRealTime()->MeasureProcessCPUTime();
-
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+#ifdef SHARDLAB_WITH_MPI
+  if (under_mpirun()) {
+    mpi_ensure_initialized();
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_mpi_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_mpi_size);
+  }
+#endif
+  // Ranks are threads (or processes sharing the cores): one BLAS thread each, at one rank too, so
+  // every row of a table measures the same kind of compute.
+  set_blas_threads(1);
+  Options o;
+  try {
+    o = parse_own_flags(&argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train_step: %s\n", e.what());
+    return 2;
+  }
+  // Only rank 0 writes --benchmark_out.
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i)
+    if (g_mpi_rank == 0 || std::strncmp(argv[i], "--benchmark_out", 15) != 0)
+      args.push_back(argv[i]);
+  int nargs = static_cast<int>(args.size());
+  try {
+    register_all(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train_step: %s\n", e.what());
+    return 2;
+  }
+  benchmark::Initialize(&nargs, args.data());
+  if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 2;
+  if (g_mpi_rank == 0) {
+    benchmark::RunSpecifiedBenchmarks();
+  } else {
+    NullReporter quiet;
+    benchmark::RunSpecifiedBenchmarks(&quiet);
+  }
+  benchmark::Shutdown();
+  return 0;
+}

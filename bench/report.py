@@ -1,0 +1,527 @@
+#!/usr/bin/python3
+"""Renders the benchmark report: markdown tables and PNG plots from Google Benchmark JSON.
+
+    /usr/bin/python3 bench/report.py DATA_DIR OUT_DIR
+
+DATA_DIR holds train_step*.json, collectives*.json and capacity*.json (any may be missing) and the
+run.log that bench/run_bench.sh writes (machine, load average, exact commands). OUT_DIR gets
+report.md and the plots. Needs matplotlib (Debian's python3-matplotlib, hence /usr/bin/python3).
+"""
+import json
+import os
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+MIB = 1024.0 * 1024.0
+STRATEGIES = ["no_shard", "shard_optim", "shard_grad_op", "full_shard", "hybrid_shard"]
+COLORS = {"no_shard": "#1f77b4", "shard_optim": "#ff7f0e", "shard_grad_op": "#2ca02c",
+          "full_shard": "#d62728", "hybrid_shard": "#9467bd"}
+CATEGORIES = ["params", "params_unsharded", "grads", "grads_unsharded", "optimizer_state",
+              "activations", "comm_buffers", "workspace"]
+COLLECTIVES = ["all_gather", "reduce_scatter", "all_reduce", "broadcast"]
+MAX_PNG_BYTES = 200 * 1024
+
+
+# ---- loading ---------------------------------------------------------------------------------
+
+def parse_name(name):
+    """'train_step/local/full_shard/tiny/ranks:2/prefetch:1/manual_time' -> (fixed parts, args)."""
+    fixed, args = [], {}
+    for part in name.split("/"):
+        if ":" in part:
+            k, v = part.split(":", 1)
+            try:
+                args[k] = int(v)
+            except ValueError:
+                args[k] = v
+        elif part not in ("manual_time", "real_time", "process_time"):
+            fixed.append(part)
+    return fixed, args
+
+
+def load_rows(data_dir, suite):
+    """Rows of DATA_DIR/<suite>*.json (e.g. train_step.json, train_step_mpi_np4.json): medians
+    when a file has repetitions, else the runs; benchmarks that reported an error apart."""
+    rows, errors, context = [], [], {}
+    for name in sorted(os.listdir(data_dir)):
+        if name.startswith(suite) and name.endswith(".json"):
+            r, e, c = load_file(os.path.join(data_dir, name))
+            rows += r
+            errors += e
+            context = context or c
+    return rows, errors, context
+
+
+def load_file(path):
+    with open(path) as f:
+        doc = json.load(f)
+    rows, errors = [], []
+    benches = doc.get("benchmarks", [])
+    has_median = any(b.get("aggregate_name") == "median" for b in benches)
+    for b in benches:
+        if b.get("error_occurred"):
+            errors.append((b["name"], b.get("error_message", "")))
+            continue
+        if has_median and b.get("aggregate_name") != "median":
+            continue
+        if not has_median and b.get("run_type", "iteration") != "iteration":
+            continue
+        fixed, args = parse_name(b.get("run_name", b["name"]))
+        rows.append({"fixed": fixed, "args": args, "b": b})
+    return rows, errors, doc.get("context", {})
+
+
+def load_log(path):
+    info = {"commands": [], "load_before": {}, "load_after": {}}
+    if not os.path.exists(path):
+        return info
+    with open(path) as f:
+        for line in f:
+            key, _, rest = line.rstrip("\n").partition(" ")
+            if key == "command":
+                suite, _, cmd = rest.partition(" ")
+                info["commands"].append((suite, cmd))
+            elif key in ("load_before", "load_after"):
+                suite, _, load = rest.partition(" ")
+                info[key][suite] = load
+            else:
+                info[key] = rest
+    return info
+
+
+# ---- formatting --------------------------------------------------------------------------------
+
+def mib(x):
+    return "%.2f" % (x / MIB)
+
+
+def fmt_size(b):
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= div:
+            v = b / div
+            return ("%d %s" % (v, unit)) if v == int(v) else ("%.1f %s" % (v, unit))
+    return "%d B" % b
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def save(fig, out_dir, name):
+    path = os.path.join(out_dir, name)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    size = os.path.getsize(path)
+    if size > MAX_PNG_BYTES:
+        print("report.py: warning: %s is %d KB (over 200 KB)" % (name, size // 1024),
+              file=sys.stderr)
+    return name
+
+
+def log2_ranks_axis(ax, ranks):
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ranks)
+    ax.set_xticklabels([str(r) for r in ranks])
+    ax.grid(True, which="major", alpha=0.3)
+
+
+# ---- training step -----------------------------------------------------------------------------
+
+def cpu_ms(b):
+    """CPU time of the whole process per step (all ranks' threads), in milliseconds."""
+    scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}.get(b.get("time_unit", "ms"), 1.0)
+    return b.get("cpu_time", 0.0) * scale
+
+
+def tokens_per_cpu_s(b):
+    """Tokens of all ranks per second of the process's CPU time."""
+    cpu = cpu_ms(b)
+    return b["tokens/s"] * b["step_ms"] / cpu if cpu > 0 else 0.0
+
+
+def train_index(rows):
+    """{(backend, preset): {(strategy, prefetch, ranks): benchmark dict}}"""
+    idx = defaultdict(dict)
+    for r in rows:
+        f, a = r["fixed"], r["args"]
+        if len(f) < 4 or f[0] != "train_step":
+            continue
+        backend, strategy, preset = f[1], f[2], f[3]
+        idx[(backend, preset)][(strategy, a.get("prefetch", 1), a["ranks"])] = r["b"]
+    return idx
+
+
+def plot_train(idx, backend, preset, out_dir):
+    data = idx[(backend, preset)]
+    ranks = sorted({k[2] for k in data})
+    files = []
+
+    # Left: tokens per second of wall time. Right (local backend): per CPU-second of the whole
+    # process, every rank's threads, which moves less when other processes share the cores. Under
+    # MPI the process is one rank and MPI polls while it waits, so there is no such panel.
+    local = backend == "local"
+    if local:
+        fig, (ax, ax_cpu) = plt.subplots(1, 2, figsize=(12, 4.6))
+    else:
+        fig, ax = plt.subplots(figsize=(7.5, 4.6))
+        ax_cpu = None
+    for s in STRATEGIES:
+        for pf, style in ((1, "-"), (0, "--")):
+            pts = [(n, data[(s, pf, n)]) for n in ranks if (s, pf, n) in data]
+            if not pts:
+                continue
+            label = s + ("" if pf == 1 else " (prefetch off)")
+            xs = [p[0] for p in pts]
+            ax.plot(xs, [p[1]["tokens/s"] for p in pts], style, marker="o", ms=4,
+                    color=COLORS[s], label=label)
+            if ax_cpu:
+                ax_cpu.plot(xs, [tokens_per_cpu_s(p[1]) for p in pts], style, marker="o", ms=4,
+                            color=COLORS[s], label=label)
+    panels = [(ax, "tokens/s (all ranks, wall time)")]
+    if ax_cpu:
+        panels.append((ax_cpu, "tokens per CPU-second (all threads)"))
+        ax_cpu.set_title("Work per token, %s preset (%s backend)" % (preset, backend))
+    for a, what in panels:
+        log2_ranks_axis(a, ranks)
+        a.set_ylim(bottom=0)
+        a.set_xlabel("ranks N")
+        a.set_ylabel(what)
+    ax.set_title("Throughput, %s preset (%s backend)" % (preset, backend))
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    files.append(save(fig, out_dir, "train_tokens_%s_%s.png" % (backend, preset)))
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for s in STRATEGIES:
+        pts = [(n, data[(s, 1, n)]) for n in ranks if (s, 1, n) in data]
+        if not pts:
+            continue
+        ax.plot([p[0] for p in pts], [p[1]["peak"] / MIB for p in pts], "-", marker="o", ms=4,
+                color=COLORS[s], label=s + " peak")
+        ax.plot([p[0] for p in pts], [p[1]["formula"] / MIB for p in pts], ":", color=COLORS[s],
+                label=s + " formula (persistent)")
+    log2_ranks_axis(ax, ranks)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("ranks N")
+    ax.set_ylabel("MiB per rank")
+    ax.set_title("Peak memory per rank, %s preset (%s backend)" % (preset, backend))
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    files.append(save(fig, out_dir, "train_memory_%s_%s.png" % (backend, preset)))
+    return files
+
+
+def plot_breakdown(idx, backend, preset, n, out_dir):
+    data = idx[(backend, preset)]
+    present = [s for s in STRATEGIES if (s, 1, n) in data]
+    if not present:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    bottom = [0.0] * len(present)
+    cmap = plt.get_cmap("tab10")
+    # Persistent categories at the bottom, so the formula line meets the top of their stack.
+    stack = ["params", "grads", "optimizer_state", "params_unsharded", "grads_unsharded",
+             "activations", "comm_buffers", "workspace"]
+    for c in stack:
+        i = CATEGORIES.index(c)
+        vals = [data[(s, 1, n)].get("peak_" + c, 0.0) / MIB for s in present]
+        if not any(vals):
+            continue
+        ax.bar(present, vals, bottom=bottom, color=cmap(i), label=c)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    for i, s in enumerate(present):
+        ax.plot([i - 0.4, i + 0.4], [data[(s, 1, n)]["formula"] / MIB] * 2, "k:", lw=1.5)
+    ax.plot([], [], "k:", label="formula (persistent)")
+    ax.set_ylabel("MiB per rank at the peak")
+    ax.set_title("What the peak holds at N = %d, %s preset (%s backend)" % (n, preset, backend))
+    ax.legend(fontsize=7)
+    ax.tick_params(axis="x", labelsize=8)
+    fig.tight_layout()
+    return save(fig, out_dir, "train_breakdown_%s_%s_n%d.png" % (backend, preset, n))
+
+
+def train_sections(idx, out_dir):
+    md = []
+    order = {"tiny": 0, "small": 1, "medium": 2}
+    for (backend, preset) in sorted(idx, key=lambda k: (k[0], order.get(k[1], 9))):
+        data = idx[(backend, preset)]
+        any_b = next(iter(data.values()))
+        params = any_b.get("params", 0)
+        md.append("### %s preset, %s backend (%.2fM parameters)\n"
+                  % (preset, backend, params / 1e6))
+        rows = []
+        for s in STRATEGIES:
+            for pf in (1, 0):
+                for n in sorted({k[2] for k in data}):
+                    b = data.get((s, pf, n))
+                    if b is None:
+                        continue
+                    rows.append([s, pf, n, "%.1f" % b["step_ms"], "%.1f" % cpu_ms(b),
+                                 "%.0f" % b["tokens/s"],
+                                 mib(b["peak"]), mib(b["planned_peak"]), mib(b["persistent"]),
+                                 mib(b["formula"]), mib(b["comm_bytes"]),
+                                 "%.0f%%" % (100 * b["comm_share"]),
+                                 "%.0f%%" % (100 * b["exposed_share"])])
+        md.append(table(["strategy", "prefetch", "N", "step ms", "CPU ms", "tokens/s", "peak MiB",
+                         "planned peak MiB", "persistent MiB", "formula MiB", "comm MiB/step",
+                         "comm share", "exposed share"], rows))
+        for f in plot_train(idx, backend, preset, out_dir):
+            md.append("![%s](%s)\n" % (f, f))
+    return "\n".join(md)
+
+
+def headline_ratios(idx):
+    rows = []
+    for (backend, preset), data in sorted(idx.items()):
+        for n in (2, 4):
+            base = data.get(("no_shard", 1, n))
+            if base is None:
+                continue
+            cells = [preset, backend, n, "%.0f" % base["tokens/s"]]
+            for pf in (1, 0):
+                fs = data.get(("full_shard", pf, n))
+                cells.append("%.0f (%.2f)" % (fs["tokens/s"], fs["tokens/s"] / base["tokens/s"])
+                             if fs else "-")
+            for pf in (1, 0):  # local only: an MPI process is one rank, and MPI polls
+                fs = data.get(("full_shard", pf, n))
+                ok = fs and backend == "local" and tokens_per_cpu_s(base) > 0
+                cells.append("%.2f" % (tokens_per_cpu_s(fs) / tokens_per_cpu_s(base))
+                             if ok else "-")
+            rows.append(cells)
+    if not rows:
+        return ""
+    return table(["preset", "backend", "N", "no_shard tokens/s",
+                  "full_shard prefetch on (ratio)", "full_shard prefetch off (ratio)",
+                  "CPU ratio, prefetch on", "CPU ratio, prefetch off"], rows)
+
+
+def memory_at(idx, n, out_dir):
+    md = []
+    for (backend, preset), data in sorted(idx.items()):
+        rows = []
+        for s in STRATEGIES:
+            b = data.get((s, 1, n))
+            if b is None:
+                continue
+            cat = lambda c: mib(b.get("peak_" + c, 0.0))  # noqa: E731
+            rows.append([s, cat("params"), cat("grads"), cat("optimizer_state"),
+                         mib(b["persistent"]), mib(b["formula"]), cat("params_unsharded"),
+                         cat("grads_unsharded"), cat("activations"),
+                         mib(b.get("peak_workspace", 0) + b.get("peak_comm_buffers", 0)),
+                         mib(b["peak"]), mib(b["planned_peak"])])
+        if not rows:
+            continue
+        md.append("#### %s preset, N = %d (%s backend)\n" % (preset, n, backend))
+        md.append(table(["strategy", "params", "grads", "optim", "persistent", "formula",
+                         "params unsharded", "grads unsharded", "activations",
+                         "workspace + staging", "peak", "planned peak"], rows))
+        f = plot_breakdown(idx, backend, preset, n, out_dir)
+        if f:
+            md.append("![%s](%s)\n" % (f, f))
+    return "\n".join(md)
+
+
+# ---- collectives -------------------------------------------------------------------------------
+
+def collectives_section(rows, out_dir):
+    busbw = defaultdict(dict)  # (op, backend, ranks) -> {bytes: busbw}
+    memcpy = {}
+    for r in rows:
+        f, a, b = r["fixed"], r["args"], r["b"]
+        if f and f[0] == "memcpy":
+            memcpy[a.get("threads", 1)] = b["bw"]
+        elif len(f) >= 2 and f[0] in COLLECTIVES:
+            busbw[(f[0], f[1], a["ranks"])][int(b["bytes"])] = b["busbw"]
+    if not busbw:
+        return "", ""
+    files = []
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7), sharey=True)
+    styles = {2: "-o", 4: "-s", 8: "-^"}
+    for ax, op in zip(axes.flat, COLLECTIVES):
+        for (o, backend, n), pts in sorted(busbw.items()):
+            if o != op:
+                continue
+            xs = sorted(pts)
+            ax.plot(xs, [pts[x] / 1e9 for x in xs], styles.get(n, "-o"), ms=3,
+                    label="%s, %d ranks" % (backend, n))
+        for t, ls in sorted(memcpy.items()):
+            ax.axhline(memcpy[t] / 1e9, ls=":" if t == 1 else "--", color="gray",
+                       label="memcpy, %d thread%s" % (t, "" if t == 1 else "s"))
+        ax.set_xscale("log", base=2)
+        ticks = [1 << k for k in range(10, 29, 4)]
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([fmt_size(t) for t in ticks])
+        ax.set_title(op)
+        ax.set_xlabel("buffer size (nccl-tests 'size')")
+        ax.set_ylabel("busbw (GB/s)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("Collective bus bandwidth vs size (busbw as nccl-tests define it)")
+    fig.tight_layout()
+    files.append(save(fig, out_dir, "collectives_busbw.png"))
+
+    sizes = sorted({s for pts in busbw.values() for s in pts})
+    keys = sorted(busbw)
+    head = ["size"] + ["%s %s N=%d" % (o, bk, n) for (o, bk, n) in keys]
+    trows = [[fmt_size(s)] + ["%.2f" % (busbw[k][s] / 1e9) if s in busbw[k] else "-" for k in keys]
+             for s in sizes]
+    md = ["busbw in GB/s (10^9 bytes per second).\n", table(head, trows)]
+    if memcpy:
+        md.append("memcpy of 256 MiB: " + ", ".join(
+            "%.2f GB/s with %d thread%s" % (v / 1e9, t, "" if t == 1 else "s")
+            for t, v in sorted(memcpy.items())) + ".\n")
+    for f in files:
+        md.append("![%s](%s)\n" % (f, f))
+
+    # The headline: busbw at 64 MiB against memcpy.
+    hl = []
+    target = 64 * 1024 * 1024
+    for (o, bk, n) in keys:
+        s = min(busbw[(o, bk, n)], key=lambda x: abs(x - target))
+        if abs(s - target) > target // 4:
+            continue
+        v = busbw[(o, bk, n)][s]
+        rel = " (%.2f x memcpy 1 thread)" % (v / memcpy[1]) if 1 in memcpy else ""
+        hl.append([o, bk, n, fmt_size(s), "%.2f%s" % (v / 1e9, rel)])
+    hl_md = table(["collective", "backend", "N", "size", "busbw GB/s"], hl) if hl else ""
+    return "\n".join(md), hl_md
+
+
+# ---- capacity ----------------------------------------------------------------------------------
+
+def capacity_section(rows, out_dir):
+    cap = {}
+    limit = width = None
+    for r in rows:
+        f, a, b = r["fixed"], r["args"], r["b"]
+        if len(f) < 2 or f[0] != "capacity":
+            continue
+        cap[(f[1], a["ranks"])] = b
+        limit, width = a.get("limit_MiB"), a.get("width")
+    if not cap:
+        return "", ""
+    ranks = sorted({k[1] for k in cap})
+    head = ["strategy"] + ["N = %d" % n for n in ranks]
+    trows, agree = [], True
+    for s in STRATEGIES:
+        cells = [s]
+        for n in ranks:
+            b = cap.get((s, n))
+            if b is None:
+                cells.append("-")
+                continue
+            cells.append("%d layers, %.2fM params" % (b["max_layers"], b["params"] / 1e6))
+            agree = agree and b["max_layers"] == b["planned_layers"]
+        trows.append(cells)
+    md = ["Per-rank limit %s MiB, width C = %s, B x T = 1 x 32 per rank; a depth fits when the "
+          "engine is built and takes two optimizer steps on every rank without OutOfMemory.\n"
+          % (limit, width), table(head, trows),
+          "The planner's answer %s the measured one in every cell.\n" %
+          ("matches" if agree else "differs from (see planned_layers in the JSON)")]
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for s in STRATEGIES:
+        pts = [(n, cap[(s, n)]) for n in ranks if (s, n) in cap]
+        if not pts:
+            continue
+        ax.plot([p[0] for p in pts], [p[1]["params"] / 1e6 for p in pts], "-o", ms=4,
+                color=COLORS[s], label=s)
+        for n, b in pts:
+            ax.annotate("L=%d" % b["max_layers"], (n, b["params"] / 1e6), fontsize=7,
+                        textcoords="offset points", xytext=(3, 3), color=COLORS[s])
+    log2_ranks_axis(ax, ranks)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("ranks N")
+    ax.set_ylabel("largest trainable model (million parameters)")
+    ax.set_title("Capacity under %s MiB per rank (width %s)" % (limit, width))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    f = save(fig, out_dir, "capacity.png")
+    md.append("![%s](%s)\n" % (f, f))
+    return "\n".join(md), table(head, trows)
+
+
+# ---- the report --------------------------------------------------------------------------------
+
+def main():
+    if len(sys.argv) != 3:
+        print("usage: report.py DATA_DIR OUT_DIR", file=sys.stderr)
+        return 2
+    data_dir, out_dir = sys.argv[1], sys.argv[2]
+    os.makedirs(out_dir, exist_ok=True)
+    log = load_log(os.path.join(data_dir, "run.log"))
+    train_rows, train_err, train_ctx = load_rows(data_dir, "train_step")
+    coll_rows, coll_err, _ = load_rows(data_dir, "collectives")
+    cap_rows, cap_err, _ = load_rows(data_dir, "capacity")
+    if not (train_rows or coll_rows or cap_rows):
+        print("report.py: no benchmark results in %s" % data_dir, file=sys.stderr)
+        return 1
+
+    idx = train_index(train_rows)
+    train_md = train_sections(idx, out_dir) if idx else ""
+    ratios_md = headline_ratios(idx)
+    mem_md = memory_at(idx, 4, out_dir)
+    coll_md, coll_hl = collectives_section(coll_rows, out_dir)
+    cap_md, cap_hl = capacity_section(cap_rows, out_dir)
+
+    mem_kib = log.get("machine_mem_kib", "")
+    mem_txt = "%.1f GiB" % (int(mem_kib) / 1024.0 / 1024.0) if mem_kib.isdigit() else "unknown"
+    md = ["# ShardLab benchmarks: DP against FSDP on this machine\n",
+          "Generated by `bench/report.py` from the JSON in `data/` (suite: %s). Regenerate with "
+          "`make bench` (default suite, written to docs/bench/) or `make bench-quick`. What the "
+          "counters mean and how to read them: docs/bench/README.md.\n" % log.get("mode", "?"),
+          "## Machine and run\n",
+          "- CPU: %s, %s cores; memory %s\n" % (log.get("machine_cpu", "unknown"),
+                                                log.get("machine_cores", "?"), mem_txt) +
+          "- Date (UTC): %s; commit %s\n" % (log.get("date", train_ctx.get("date", "?")),
+                                             log.get("git", "?")) +
+          "- Load average (1, 5, 15 min) before / after each suite: " + "; ".join(
+              "%s %s / %s" % (s, log["load_before"].get(s, "?"), log["load_after"].get(s, "?"))
+              for s, _ in log["commands"]) + ". A load above the core count means other "
+          "processes shared the cores: times are then inflated and noisy.\n" +
+          "- Commands, in order:\n\n```\n" + "\n".join(c for _, c in log["commands"]) +
+          "\n/usr/bin/python3 bench/report.py %s %s\n```\n" % (data_dir, out_dir)]
+
+    md.append("## Headlines\n")
+    if ratios_md:
+        md.append("**full_shard against no_shard**: tokens/s of all ranks, the ratio to no_shard "
+                  "in parentheses; the CPU ratios (local backend) compare tokens per CPU-second "
+                  "of the process (the extra work of sharding, without the waiting), which other "
+                  "processes on the cores disturb less:\n\n" + ratios_md)
+    if mem_md:
+        md.append("**Peak memory per rank at N = 4** (MiB) by category against DESIGN.md's formula "
+                  "for persistent state (params + grads + optimizer):\n\n" + mem_md)
+    if coll_hl:
+        md.append("**Local-backend busbw at 64 MiB** against memcpy:\n\n" + coll_hl)
+    if cap_hl:
+        md.append("**Capacity** (deepest model that trains under the per-rank limit):\n\n" + cap_hl)
+
+    if train_md:
+        md.append("## Training step\n\nWeak scaling: each rank trains its own B x T tokens per "
+                  "step; tokens/s counts all ranks. Ranks are threads sharing the machine's "
+                  "cores, so beyond the core count more ranks add work, not compute.\n\n"
+                  + train_md)
+    if coll_md:
+        md.append("## Collectives\n\n" + coll_md)
+    if cap_md:
+        md.append("## Capacity\n\n" + cap_md)
+    errors = train_err + coll_err + cap_err
+    if errors:
+        md.append("## Skipped or failed benchmarks\n\n" + table(
+            ["benchmark", "message"], [[n, m.replace("|", "/")] for n, m in errors]))
+
+    with open(os.path.join(out_dir, "report.md"), "w") as f:
+        f.write("\n".join(md))
+    print("report.py: wrote %s" % os.path.join(out_dir, "report.md"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
