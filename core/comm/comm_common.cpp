@@ -88,7 +88,7 @@ void record_comm_span(Recorder* rec, CommOp op, const CallInfo& info, int64_t by
                       const CommTimes& t) {
   if (!tracing(rec)) return;
   rec->span(Lane::comm, comm_op_name(op), info.unit, bytes, dtype, t.t_issue, t.t_start, t.t_end,
-            t.t_wait);
+            t.t_wait, t.wait_ns, t.last_rank);
 }
 
 }  // namespace shardlab

@@ -49,6 +49,8 @@ struct CommTimes {
   int64_t t_start = -1;
   int64_t t_end = -1;
   int64_t t_wait = -1;
+  int64_t wait_ns = -1;  // how long this rank waited for the last rank to arrive (local backend)
+  int last_rank = -1;    // the world rank that arrived last
 };
 
 // Reports one comm-lane span; does nothing when `rec` is null or disabled.

@@ -27,6 +27,7 @@ namespace shardlab {
 
 class Recorder;
 class MemoryTracker;
+class FlightRecorder;
 
 enum class ReduceOp : uint8_t { sum, avg };
 const char* reduce_op_name(ReduceOp op);
@@ -85,6 +86,10 @@ class Communicator {
   void set_recorder(Recorder* r) { recorder_ = r; }
   Recorder* recorder() const { return recorder_; }
 
+  // The rank's flight recorder (its last collectives, for the watchdog), shared with the
+  // communicators split from this one. Every backend sets it.
+  FlightRecorder& flight() const { return *flight_; }
+
   // Bytes this rank sent into collectives, by op name, since construction (for reports and tests):
   // all_gather counts count*dtype*(N-1), reduce_scatter count*dtype*(N-1),
   // all_reduce 2*count*dtype*(N-1)/N, broadcast count*dtype (ring-algorithm traffic per rank).
@@ -99,6 +104,7 @@ class Communicator {
   int rank_;
   int size_;
   Recorder* recorder_ = nullptr;
+  std::shared_ptr<FlightRecorder> flight_;
   Traffic traffic_;
 };
 

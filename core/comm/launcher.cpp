@@ -3,8 +3,13 @@
 // join and the first failure comes back as RankFailure. MPI: see core/comm/mpi/mpi_launch.cpp.
 #include "core/comm/launcher.hpp"
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -44,12 +49,41 @@ void launch_local(const LaunchOptions& opts, const std::function<void(RankContex
   if (opts.ranks < 1)
     SL_THROW(InvalidArgument, "launch: --ranks ", opts.ranks, " must be >= 1");
   auto world = std::make_shared<LocalWorld>(opts.ranks);
+  world->set_collective_timeout(opts.collective_timeout_s);
   // Ranks are threads: one BLAS thread each, or they fight over the cores.
   if (opts.ranks > 1) set_blas_threads(1);
+  std::mutex mu;
+  std::condition_variable cv;
+  int finished = 0;
   std::vector<std::thread> threads;
   threads.reserve(opts.ranks);
   for (int r = 0; r < opts.ranks; ++r)
-    threads.emplace_back(run_local_rank, std::cref(opts), std::cref(fn), std::cref(world), r);
+    threads.emplace_back([&, r] {
+      run_local_rank(opts, fn, world, r);
+      std::lock_guard<std::mutex> lk(mu);
+      ++finished;
+      cv.notify_all();
+    });
+  if (opts.exit_after_failure_s > 0) {
+    // Wait for the ranks, but not for ever once one has failed: a rank that never reaches a
+    // collective again would keep the process alive.
+    std::unique_lock<std::mutex> lk(mu);
+    auto failed_since = std::chrono::steady_clock::time_point::max();
+    while (!cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return finished == opts.ranks; })) {
+      if (!world->aborted()) continue;
+      const auto now = std::chrono::steady_clock::now();
+      if (failed_since == std::chrono::steady_clock::time_point::max()) failed_since = now;
+      if (std::chrono::duration<double>(now - failed_since).count() < opts.exit_after_failure_s)
+        continue;
+      std::fprintf(stderr,
+                   "shardlab: error: rank %d: %s [%d of %d ranks still running %g s after this "
+                   "failure, stuck outside any collective: exiting]\n",
+                   world->failed_rank(), world->failure_message().c_str(),
+                   opts.ranks - finished, opts.ranks, opts.exit_after_failure_s);
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+  }
   for (std::thread& t : threads) t.join();
   const int failed = world->failed_rank();
   if (failed >= 0)

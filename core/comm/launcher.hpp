@@ -14,6 +14,7 @@
 
 #include "core/base/error.hpp"
 #include "core/comm/communicator.hpp"
+#include "core/comm/flight_recorder.hpp"
 #include "core/device/device.hpp"
 #include "core/memory/tracker.hpp"
 
@@ -29,6 +30,7 @@ struct RankContext {
   Device* device = nullptr;
   Communicator* comm = nullptr;
   Recorder* recorder = nullptr;  // never null: a disabled recorder when tracing is off
+  FlightRecorder* flight() const { return &comm->flight(); }  // the rank's last collectives
 };
 
 struct LaunchOptions {
@@ -36,6 +38,14 @@ struct LaunchOptions {
   int ranks = 1;                  // local and nccl; mpi takes the size from mpirun
   std::string device = "cpu";     // cpu | cuda
   int64_t mem_limit = 0;          // per-rank tracker capacity in bytes, 0 = unlimited
+  // The collective watchdog (local and mpi): a rank waiting longer than this in one collective
+  // stops the job, naming the ranks that did not arrive, and writes flight.json where the rank's
+  // FlightRecorder::set_dump_path says.
+  double collective_timeout_s = kDefaultCollectiveTimeoutS;
+  // After a failure, how long the local launcher waits for the other ranks to notice before it
+  // ends the process (exit status 1) with the failure: a rank stuck outside any collective
+  // (an endless loop, a sleep) never notices. 0: wait for ever (tests, library use).
+  double exit_after_failure_s = 0;
   // Called once per rank after its tracker exists and before fn runs: makes the rank's recorder
   // (e.g. appending to <run_dir>/rank<R>.jsonl). Null: a disabled recorder.
   std::function<std::unique_ptr<Recorder>(int rank)> make_recorder;

@@ -2,10 +2,16 @@
 // collective (meet: post and check the call; finish: nobody leaves while others still read its
 // buffers), and work shared across ranks like a ring: in all_reduce rank r reduces chunk r of
 // every rank's buffer and writes it to every rank; in reduce_scatter rank r reduces block r.
+// The rendezvous also times the ranks (how long each waited for the last one: straggler
+// monitoring) and is the collective watchdog: a rank that waits longer than the world's timeout
+// names the ranks that did not arrive, dumps every rank's flight recorder and aborts the world.
 #include "core/comm/local_comm.hpp"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -17,7 +23,9 @@
 
 #include "core/base/error.hpp"
 #include "core/comm/comm_common.hpp"
+#include "core/comm/flight_recorder.hpp"
 #include "core/comm/reduce.hpp"
+#include "core/trace/recorder.hpp"
 
 namespace shardlab {
 
@@ -34,6 +42,8 @@ struct Desc {
   void* recv = nullptr;
   int color = 0;  // split only
   int key = 0;
+  int64_t seq = 0;  // this rank's flight-recorder number for the call
+  int unit = -1;    // CallInfo::unit: ranks that pair one unit's collective with another's desync
 };
 
 struct Group;
@@ -41,6 +51,13 @@ struct Group;
 struct SplitResult {
   std::shared_ptr<Group> group;
   int rank = -1;
+};
+
+// What the rendezvous tells each rank besides a split's result.
+struct MeetResult {
+  SplitResult split;
+  int64_t wait_ns = 0;  // from this rank's arrival to the last rank's
+  int last_rank = -1;   // world rank of the last to arrive
 };
 
 }  // namespace
@@ -56,6 +73,9 @@ struct LocalWorld::Impl {
   std::string failure;
   std::vector<std::weak_ptr<Group>> groups;
   std::shared_ptr<Group> world_group;
+  std::vector<std::shared_ptr<FlightRecorder>> flights;  // by world rank
+  std::atomic<double> timeout_s{kDefaultCollectiveTimeoutS};
+  std::atomic<bool> watchdog_fired{false};
 
   std::string failure_text() const {
     std::lock_guard<std::mutex> lk(mu);
@@ -80,6 +100,9 @@ struct Group {
   std::vector<char> left;  // the rank's communicator was destroyed: it will never arrive again
   std::vector<char> left_unwinding;  // ... while an exception was in flight on that rank
   std::vector<Desc> desc;
+  std::vector<int64_t> arrive_ns;  // when each rank posted in the current generation
+  int64_t complete_ns = 0;         // when the last rank of the completed generation arrived
+  int last_arrived = 0;            // ... and which group rank that was
   std::string error;  // the completed generation's disagreement, empty when the ranks agree
   std::vector<SplitResult> split;
   // finish: a plain barrier that cannot be aborted (everyone in it has passed meet and is only
@@ -104,6 +127,7 @@ std::shared_ptr<Group> make_group(LocalWorld::Impl* world, std::vector<int> worl
   g->left.assign(g->size, 0);
   g->left_unwinding.assign(g->size, 0);
   g->desc.resize(g->size);
+  g->arrive_ns.assign(g->size, 0);
   g->split.resize(g->size);
   std::lock_guard<std::mutex> lk(world->mu);
   g->world->groups.push_back(g);
@@ -136,6 +160,8 @@ std::string validate(const Group& g) {
                      [](const Desc& d) { return std::string(reduce_op_name(d.reduce)); });
   if (e.empty() && op == CommOp::broadcast)
     e = disagreement(g, "root", [](const Desc& d) { return std::to_string(d.root); });
+  if (e.empty())  // same op and size for another unit: a rank skipped or reordered a collective
+    e = disagreement(g, "the unit", [](const Desc& d) { return std::to_string(d.unit); });
   return e;
 }
 
@@ -154,14 +180,85 @@ void compute_split(Group& g) {
   }
 }
 
+// Marks the world failed (first failure wins, see LocalWorld::abort) and wakes every waiter.
+bool abort_world(LocalWorld::Impl& w, int rank, const std::string& message, bool secondary) {
+  std::vector<std::shared_ptr<Group>> groups;
+  {
+    std::lock_guard<std::mutex> lk(w.mu);
+    const bool first = w.failed_rank < 0;
+    // A real failure replaces a CommError recorded before it: that error may be its consequence
+    // (e.g. its communicator went away while the exception unwound, before the launcher saw it).
+    if (first || (w.failure_secondary && !secondary)) {
+      w.failed_rank = rank;
+      w.failure = message;
+      w.failure_secondary = secondary;
+    }
+    if (!first) return false;
+    w.aborted = true;
+    for (const auto& wg : w.groups)
+      if (auto g = wg.lock()) groups.push_back(std::move(g));
+  }
+  // Lock each group so that no waiter can miss the flag between its check and its wait.
+  for (const auto& g : groups) {
+    std::lock_guard<std::mutex> lk(g->mu);
+    g->cv.notify_all();
+  }
+  return true;
+}
+
+std::string fmt_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
+// The watchdog fired on world rank `rank`: every rank's flight recorder to flight.json (the first
+// time only), then the world aborts with the report as the failure.
+void fire_watchdog(LocalWorld::Impl& w, int rank, const std::string& report) {
+  if (!w.watchdog_fired.exchange(true) && !w.aborted) {
+    std::vector<nlohmann::json> ranks;
+    for (const auto& f : w.flights) ranks.push_back(f->to_json());
+    write_flight_file(w.flights[rank]->dump_path(), report, "local", w.timeout_s.load(), ranks);
+  }
+  abort_world(w, rank, report, /*secondary=*/false);
+}
+
 [[noreturn]] void throw_left(const Group& g, int j, const char* name) {
   SL_THROW(CommError, name, ": ", g.who(j), " left the communicator",
            g.left_unwinding[j] ? " (its rank is failing)" : "", " without calling ", name);
 }
 
+// The watchdog's report when rank r has waited `timeout_s` in `d`: which ranks did not arrive and
+// where every rank of the world was. Runs under g.mu.
+std::string watchdog_report(const Group& g, int r, const Desc& d, double timeout_s) {
+  const LocalWorld::Impl& w = *g.world;
+  const FlightRecorder& mine = *w.flights[g.world_ranks[r]];
+  std::string s = "collective watchdog: " + describe(mine.find(d.seq)) + " on " + g.who(r) +
+                  " did not complete within " + fmt_seconds(timeout_s) + ":";
+  std::vector<int> missing;
+  for (int j = 0; j < g.size; ++j)
+    if (!g.here[j] && j != r) missing.push_back(j);
+  for (size_t i = 0; i < missing.size(); ++i) {
+    const int j = missing[i];
+    const std::vector<CollectiveRecord> recs = w.flights[g.world_ranks[j]]->records();
+    s += (i ? "; " : " ") + g.who(j) + " did not arrive";
+    if (g.left[j]) s += " (its communicator is gone)";
+    else if (!recs.empty() && recs.back().state == CollectiveRecord::State::issued)
+      s += " (it is waiting in " + describe(recs.back()) + ")";
+    else
+      s += " (busy outside collectives since " + describe(recs.empty() ? CollectiveRecord{} : recs.back()) + ")";
+  }
+  s += ". Last completed collective of each rank:";
+  for (int wr = 0; wr < w.size; ++wr)
+    s += (wr ? "; rank " : " rank ") + std::to_string(wr) + ": " +
+         describe(w.flights[wr]->last_completed());
+  return s;
+}
+
 // Posts rank r's call and waits until every rank of the group has posted one. Throws CommError
-// when the world aborted, a rank left without calling, or the ranks disagree.
-SplitResult meet(Group& g, int r, const Desc& d) {
+// when the world aborted, a rank left without calling, the ranks disagree, or the wait outlasts
+// the world's collective timeout (the watchdog: then this rank aborts the world).
+MeetResult meet(Group& g, int r, const Desc& d) {
   std::unique_lock<std::mutex> lk(g.mu);
   const char* name = comm_op_name(d.op);
   auto missing_left = [&]() -> int {
@@ -174,16 +271,35 @@ SplitResult meet(Group& g, int r, const Desc& d) {
   if (int j = missing_left(); j >= 0) throw_left(g, j, name);
   g.desc[r] = d;
   g.here[r] = 1;
+  g.arrive_ns[r] = trace_now_ns();
   const uint64_t my_gen = g.gen;
   if (++g.arrived == g.size) {
     g.arrived = 0;
+    g.complete_ns = g.arrive_ns[r];
+    g.last_arrived = r;
     std::fill(g.here.begin(), g.here.end(), 0);
     g.error = validate(g);
     if (g.error.empty() && d.op == CommOp::split) compute_split(g);
     ++g.gen;
     g.cv.notify_all();
   } else {
-    g.cv.wait(lk, [&] { return g.gen != my_gen || g.world->aborted || missing_left() >= 0; });
+    const double timeout_s = g.world->timeout_s.load();
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(timeout_s));
+    const bool ended = g.cv.wait_until(lk, deadline, [&] {
+      return g.gen != my_gen || g.world->aborted || missing_left() >= 0;
+    });
+    if (!ended) {
+      // The watchdog: withdraw, report, abort the world (outside g.mu: abort locks every group).
+      g.here[r] = 0;
+      --g.arrived;
+      const std::string report = watchdog_report(g, r, d, timeout_s);
+      LocalWorld::Impl* world = g.world;
+      lk.unlock();
+      fire_watchdog(*world, g.world_ranks[r], report);
+      SL_THROW(CommError, report);
+    }
     if (g.gen == my_gen) {
       // Nobody has seen this rank's buffers yet: withdraw the post and fail.
       g.here[r] = 0;
@@ -196,9 +312,11 @@ SplitResult meet(Group& g, int r, const Desc& d) {
   // The generation's results stay valid until this rank posts again: no later one can complete
   // without it.
   if (!g.error.empty()) SL_THROW(CommError, name, ": ", g.error);
-  SplitResult s;
-  if (d.op == CommOp::split) s = std::move(g.split[r]);
-  return s;
+  MeetResult m;
+  if (d.op == CommOp::split) m.split = std::move(g.split[r]);
+  m.wait_ns = std::max<int64_t>(0, g.complete_ns - g.arrive_ns[r]);
+  m.last_rank = g.world_ranks[g.last_arrived];
+  return m;
 }
 
 void finish(Group& g) {
@@ -229,6 +347,7 @@ class LocalComm final : public Communicator {
             int world_rank, Device& device)
       : Communicator(rank, group->size), world_(std::move(world)), group_(std::move(group)),
         world_rank_(world_rank), device_(device) {
+    flight_ = world_->impl().flights[world_rank];
     worker_ = std::thread([this] { worker_loop(); });
   }
 
@@ -329,6 +448,8 @@ class LocalComm final : public Communicator {
     t->rec = recorder_;
     t->bytes = collective_bytes(d.op, d.count, d.dtype, size_);
     t->times.t_issue = comm_clock(recorder_);
+    t->d.seq = flight_->issued(d.op, info, d.count, d.dtype, size_);
+    t->d.unit = info.unit;
     bool here = false;
     {
       std::lock_guard<std::mutex> lk(qmu_);
@@ -365,6 +486,7 @@ class LocalComm final : public Communicator {
       error.capture();
     }
     t.times.t_end = comm_clock(t.rec);
+    flight_->ended(t.d.seq, !error, t.times.wait_ns);
     {
       std::lock_guard<std::mutex> lk(t.mu);
       t.error = error;
@@ -406,7 +528,10 @@ class LocalComm final : public Communicator {
     if (reduce_len > 0)
       staging = device_.alloc(reduce_staging_bytes(reduce_len, d.dtype), MemCategory::comm_buffers);
 
-    t.split = meet(*group_, rank_, d);
+    MeetResult met = meet(*group_, rank_, d);
+    t.split = std::move(met.split);
+    t.times.wait_ns = met.wait_ns;
+    t.times.last_rank = met.last_rank;
     if (d.op == CommOp::barrier || d.op == CommOp::split) return;
 
     // Between meet and finish every rank's Desc is stable and its buffers are ours to read.
@@ -469,6 +594,7 @@ class LocalComm final : public Communicator {
 LocalWorld::LocalWorld(int size) : impl_(std::make_unique<Impl>()) {
   if (size < 1) SL_THROW(InvalidArgument, "local backend: world size ", size, " must be >= 1");
   impl_->size = size;
+  for (int r = 0; r < size; ++r) impl_->flights.push_back(std::make_shared<FlightRecorder>(r));
   std::vector<int> ranks(size);
   for (int r = 0; r < size; ++r) ranks[r] = r;
   impl_->world_group = make_group(impl_.get(), std::move(ranks));
@@ -479,28 +605,22 @@ LocalWorld::~LocalWorld() = default;
 int LocalWorld::size() const { return impl_->size; }
 
 bool LocalWorld::abort(int rank, const std::string& message, bool secondary) {
-  std::vector<std::shared_ptr<Group>> groups;
-  {
-    std::lock_guard<std::mutex> lk(impl_->mu);
-    const bool first = impl_->failed_rank < 0;
-    // A real failure replaces a CommError recorded before it: that error may be its consequence
-    // (e.g. its communicator went away while the exception unwound, before the launcher saw it).
-    if (first || (impl_->failure_secondary && !secondary)) {
-      impl_->failed_rank = rank;
-      impl_->failure = message;
-      impl_->failure_secondary = secondary;
-    }
-    if (!first) return false;
-    impl_->aborted = true;
-    for (const auto& w : impl_->groups)
-      if (auto g = w.lock()) groups.push_back(std::move(g));
-  }
-  // Lock each group so that no waiter can miss the flag between its check and its wait.
-  for (const auto& g : groups) {
-    std::lock_guard<std::mutex> lk(g->mu);
-    g->cv.notify_all();
-  }
-  return true;
+  return abort_world(*impl_, rank, message, secondary);
+}
+
+void LocalWorld::set_collective_timeout(double seconds) {
+  if (!(seconds > 0) || !std::isfinite(seconds))
+    SL_THROW(InvalidArgument, "collective timeout ", seconds, " s must be a positive number");
+  impl_->timeout_s = seconds;
+}
+
+double LocalWorld::collective_timeout() const { return impl_->timeout_s.load(); }
+
+bool LocalWorld::watchdog_fired() const { return impl_->watchdog_fired; }
+
+FlightRecorder& LocalWorld::flight(int rank) {
+  SL_CHECK(rank >= 0 && rank < impl_->size, "local backend: no rank ", rank);
+  return *impl_->flights[rank];
 }
 
 bool LocalWorld::aborted() const { return impl_->aborted; }

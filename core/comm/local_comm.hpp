@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/comm/communicator.hpp"
+#include "core/comm/flight_recorder.hpp"
 #include "core/device/device.hpp"
 
 namespace shardlab {
@@ -34,6 +35,16 @@ class LocalWorld {
   bool aborted() const;
   int failed_rank() const;              // -1 when nothing failed
   std::string failure_message() const;  // the reported failure's message, without a rank prefix
+
+  // The collective watchdog: a rank that waits longer than this in one collective names the ranks
+  // that did not arrive, writes every rank's flight recorder to its FlightRecorder::dump_path()
+  // (when set) and aborts the world with that report. Seconds, > 0; kDefaultCollectiveTimeoutS
+  // until set.
+  void set_collective_timeout(double seconds);
+  double collective_timeout() const;
+  bool watchdog_fired() const;
+  // World rank `rank`'s flight recorder (its last collectives).
+  FlightRecorder& flight(int rank);
 
   struct Impl;
   Impl& impl() { return *impl_; }

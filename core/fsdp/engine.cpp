@@ -3,7 +3,9 @@
 // grad_reduce.cpp and optim_step.cpp.
 #include "core/fsdp/engine.hpp"
 
+#include <chrono>
 #include <numeric>
+#include <thread>
 
 #include "core/base/error.hpp"
 #include "core/fsdp/engine_impl.hpp"
@@ -11,6 +13,31 @@
 #include "core/model/params.hpp"
 
 namespace shardlab {
+
+namespace {
+
+// A compute-lane span that, under EngineConfig::compute_slowdown = F > 1, stretches the compute it
+// measures to F times its length (the sleep is inside the span: the trace shows a slow rank).
+class ComputeSpan {
+ public:
+  ComputeSpan(Recorder* rec, const char* op, int unit, double slowdown)
+      : span_(rec, op, unit), slowdown_(slowdown), t0_(std::chrono::steady_clock::now()) {}
+  ~ComputeSpan() {
+    if (slowdown_ <= 1.0) return;
+    const auto took = std::chrono::steady_clock::now() - t0_;
+    std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(
+        took * (slowdown_ - 1.0)));
+  }
+  ComputeSpan(const ComputeSpan&) = delete;
+  ComputeSpan& operator=(const ComputeSpan&) = delete;
+
+ private:
+  ScopedSpan span_;
+  double slowdown_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace
 
 // ---- construction -------------------------------------------------------------------------
 
@@ -21,6 +48,8 @@ Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,
   cfg.optim.validate();
   N = world.size();
   SL_CHECK(cfg.prefetch >= 0, "engine: prefetch ", cfg.prefetch, " must be >= 0");
+  SL_CHECK(cfg.compute_slowdown >= 1.0 && cfg.compute_slowdown <= 1000.0,
+           "engine: compute_slowdown ", cfg.compute_slowdown, " must be in [1, 1000]");
   SL_CHECK(cfg.max_inflight_gathers >= 0, "engine: max_inflight_gathers ",
            cfg.max_inflight_gathers, " must be >= 0 (0 = no limit)");
   const int hg = cfg.strategy == Strategy::hybrid_shard && cfg.hybrid_group <= 0 ? N
@@ -112,7 +141,7 @@ float Engine::Impl::forward_backward(const int* tokens, const int* targets, int 
   // ---- forward: root (embeddings), blocks in order, root (head and loss)
   unshard_at(fwd_order, 0);
   {
-    ScopedSpan s(rec, "forward", kRootUnit);
+    ComputeSpan s(rec, "forward", kRootUnit, cfg.compute_slowdown);
     embedding_forward(dev, model, res, tokens, compute_params(root), B, T);
   }
   for (int l = 0; l < L; ++l) {
@@ -120,7 +149,7 @@ float Engine::Impl::forward_backward(const int* tokens, const int* targets, int 
     unshard_at(fwd_order, 1 + l);
     acts.emplace_back(dev, model, B, T);
     {
-      ScopedSpan s(rec, "forward", u.id);
+      ComputeSpan s(rec, "forward", u.id, cfg.compute_slowdown);
       block_forward(dev, model, res + (l + 1) * btc, acts[l], res + l * btc, compute_params(u), B,
                     T);
     }
@@ -130,7 +159,7 @@ float Engine::Impl::forward_backward(const int* tokens, const int* targets, int 
   HeadActivations head(dev, model, B, T);
   float loss;
   {
-    ScopedSpan s(rec, "forward", kRootUnit);
+    ComputeSpan s(rec, "forward", kRootUnit, cfg.compute_slowdown);
     loss = head_forward(dev, model, head, res + L * btc, targets, compute_params(root), B, T);
   }
   reshard(root);
@@ -139,7 +168,7 @@ float Engine::Impl::forward_backward(const int* tokens, const int* targets, int 
   Buffer dres = dev.alloc(btc * 4, MemCategory::workspace);  // (B, T, C), reused through the stack
   unshard_at(bwd_order, 0);
   {
-    ScopedSpan s(rec, "backward", kRootUnit);
+    ComputeSpan s(rec, "backward", kRootUnit, cfg.compute_slowdown);
     head_backward(dev, model, dres.f32(), grad_target(root), head, res + L * btc, targets,
                   compute_params(root), B, T, loss_scale);
   }
@@ -149,13 +178,13 @@ float Engine::Impl::forward_backward(const int* tokens, const int* targets, int 
     unshard_at(bwd_order, L - l);
     if (cfg.act_ckpt) {
       // Recompute the block's forward from its saved input to refill its activations.
-      ScopedSpan s(rec, "recompute", u.id);
+      ComputeSpan s(rec, "recompute", u.id, cfg.compute_slowdown);
       acts[l].allocate();
       Buffer y = dev.alloc(btc * 4, MemCategory::workspace);  // (B, T, C), discarded
       block_forward(dev, model, y.f32(), acts[l], res + l * btc, compute_params(u), B, T);
     }
     {
-      ScopedSpan s(rec, "backward", u.id);
+      ComputeSpan s(rec, "backward", u.id, cfg.compute_slowdown);
       block_backward(dev, model, dres.f32(), grad_target(u), dres.f32(), acts[l], res + l * btc,
                      compute_params(u), B, T);
     }
@@ -164,7 +193,7 @@ float Engine::Impl::forward_backward(const int* tokens, const int* targets, int 
     after_unit_backward(u, last);
   }
   {
-    ScopedSpan s(rec, "backward", kRootUnit);
+    ComputeSpan s(rec, "backward", kRootUnit, cfg.compute_slowdown);
     embedding_backward(dev, model, grad_target(root), tokens, dres.f32(), B, T);
   }
   reshard(root);

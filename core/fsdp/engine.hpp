@@ -43,6 +43,9 @@ struct EngineConfig {
   float clip = 0.0f;               // global gradient-norm limit, 0 = off
   OptimizerConfig optim;           // AdamW or SGD, one instance per unit over the owned range
   uint64_t seed = 1337;            // parameter initialisation (init_unit)
+  // This rank's compute spans last this many times as long (>= 1; --slow-rank): a straggler on
+  // demand, for demonstrations and the straggler tests. The extra time is a sleep.
+  double compute_slowdown = 1.0;
 };
 
 // What one optimizer step did, as seen from this rank.

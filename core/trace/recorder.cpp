@@ -133,11 +133,12 @@ void Recorder::mem(const MemoryTracker::Change& c) {
 }
 
 void Recorder::span(Lane lane, const char* op, int unit, int64_t bytes, DType dtype,
-                    int64_t t_issue, int64_t t_start, int64_t t_end, int64_t t_wait) {
+                    int64_t t_issue, int64_t t_start, int64_t t_end, int64_t t_wait,
+                    int64_t wait_ns, int last_rank) {
   if (!enabled_) return;
   std::string& s = scratch_line();
-  JsonLine(s)
-      .i64("t", t_end)
+  JsonLine line(s);
+  line.i64("t", t_end)
       .i64("rank", rank_)
       .str("kind", "span")
       .str("lane", lane_name(lane))
@@ -148,8 +149,9 @@ void Recorder::span(Lane lane, const char* op, int unit, int64_t bytes, DType dt
       .i64("t_issue", t_issue)
       .i64("t_start", t_start)
       .i64("t_end", t_end)
-      .i64("t_wait", t_wait)
-      .end_line();
+      .i64("t_wait", t_wait);
+  if (wait_ns >= 0) line.i64("wait", wait_ns).i64("last", last_rank);
+  line.end_line();
   if (impl_->append(s)) flush();
 }
 

@@ -5,7 +5,9 @@
 // Event schema (one JSON object per line; "t" is ns since run start on the shared clock):
 //   {"t":..,"rank":R,"kind":"mem","category":"params","bytes":+/-n,"cat_total":n,"total":n}
 //   {"t":..,"rank":R,"kind":"span","lane":"compute"|"comm","op":"forward","unit":u,"bytes":n,
-//    "dtype":"f32","t_issue":..,"t_start":..,"t_end":..,"t_wait":..}
+//    "dtype":"f32","t_issue":..,"t_start":..,"t_end":..,"t_wait":..[,"wait":ns,"last":R]}
+//    (comm spans of the local backend add "wait": ns this rank waited for the last rank to
+//    arrive, and "last": the world rank that arrived last)
 //   {"t":..,"rank":R,"kind":"unit","unit":u,"state":"sharded"|"gathering"|"unsharded"|"resharded"}
 //   {"t":..,"rank":R,"kind":"step","step":s,"loss":x,"tokens":n,"step_time":seconds}
 //   {"t":..,"rank":R,"kind":"mark","text":"..."}
@@ -51,8 +53,10 @@ class Recorder {
 
   void mem(const MemoryTracker::Change& c);
   // t_wait: when the caller waited on an async collective (-1 for blocking or compute spans).
+  // wait_ns, last_rank: see "wait" and "last" above; -1 leaves them out.
   void span(Lane lane, const char* op, int unit, int64_t bytes, DType dtype, int64_t t_issue,
-            int64_t t_start, int64_t t_end, int64_t t_wait = -1);
+            int64_t t_start, int64_t t_end, int64_t t_wait = -1, int64_t wait_ns = -1,
+            int last_rank = -1);
   void unit(int unit, UnitState s);
   void step(int step, double loss, int64_t tokens, double step_time_s);
   void mark(const std::string& text);

@@ -72,6 +72,10 @@ bool add_event_line(const std::string& line, int rank, RankTrace& rt) {
       s.t_start = j.at("t_start").get<int64_t>();
       s.t_end = j.at("t_end").get<int64_t>();
       s.t_wait = j.at("t_wait").get<int64_t>();
+      if (j.contains("wait")) {
+        s.wait_ns = j.at("wait").get<int64_t>();
+        s.last_rank = j.at("last").get<int>();
+      }
       t_seen = std::max(t_seen, s.t_end);
       rt.spans.push_back(std::move(s));
     } else if (kind == "unit") {

@@ -162,6 +162,9 @@ RunSummary compute_summary(const RunData& run) {
     s.tokens_per_step = tokens / static_cast<double>(n);
     s.tokens_per_s = seconds > 0 ? tokens / seconds : 0.0;
   }
+  std::vector<int64_t> peaks;
+  for (const RankSummary& r : s.ranks) peaks.push_back(r.peak_total);
+  s.stragglers = compute_stragglers(run, peaks);
   return s;
 }
 
@@ -218,6 +221,7 @@ json summary_to_json(const RunSummary& s) {
                      {"exposed_comm_fraction", r.exposed_comm_fraction},
                      {"comm", comm_json(r.comm)}});
   j["ranks"] = std::move(ranks);
+  j["stragglers"] = stragglers_to_json(s.stragglers);
   return j;
 }
 
@@ -307,6 +311,10 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
     std::snprintf(buf, sizeof buf, "%-5d %12.3f %12.3f %12.3f %10.1f\n", r.rank, r.compute_ns * 1e-6,
                   r.comm_ns * 1e-6, r.exposed_comm_ns * 1e-6, 100.0 * r.exposed_comm_fraction);
     os << buf;
+  }
+  if (!s.stragglers.empty()) {
+    os << "\n";
+    print_stragglers(s.stragglers, os);
   }
 }
 

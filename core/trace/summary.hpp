@@ -14,6 +14,7 @@
 #include "core/base/dtype.hpp"
 #include "core/memory/tracker.hpp"
 #include "core/trace/run_reader.hpp"
+#include "core/trace/stragglers.hpp"
 
 namespace shardlab {
 
@@ -56,6 +57,7 @@ struct RunSummary {
   double exposed_comm_fraction = 0;
   std::vector<CommStat> comm;  // all ranks together; bytes_per_step = bytes / steps
   std::vector<RankSummary> ranks;
+  StragglerReport stragglers;  // who waited for whom, memory imbalance (stragglers.hpp)
 };
 
 RunSummary compute_summary(const RunData& run);

@@ -31,6 +31,8 @@ struct TrainStrings {
   std::string reduce_dtype = "f32";
   std::string accum_mode = "reduce_each";
   std::string mem_limit = "0";
+  std::string slow_rank;
+  std::string hang_rank;
   std::string trace = "on";
 };
 
@@ -156,6 +158,19 @@ void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {
                   "start from the parameters of a .safetensors file (shardlab export, or GPT-2 "
                   "weights of this shape)")
       ->group("Checkpoints");
+
+  cmd->add_option("--collective-timeout", c.collective_timeout,
+                  "seconds a rank may wait in one collective; then the watchdog stops the job, "
+                  "names the ranks that did not arrive and writes flight.json")
+      ->group("Reliability");
+  cmd->add_option("--slow-rank", s.slow_rank,
+                  "R:F  make rank R's forward and backward take F times as long (a straggler "
+                  "on demand: see who waits in `shardlab summary`)")
+      ->group("Reliability");
+  cmd->add_option("--hang-rank", s.hang_rank,
+                  "R:STEP:S  rank R sleeps S seconds before step STEP, outside any collective "
+                  "(to see the watchdog fire)")
+      ->group("Reliability");
 }
 
 void apply_strings(TrainConfig& c, const TrainStrings& s) {
@@ -166,6 +181,8 @@ void apply_strings(TrainConfig& c, const TrainStrings& s) {
   c.reduce_dtype = parse_dtype(s.reduce_dtype);
   c.accum_mode = parse_accum_mode(s.accum_mode);
   c.mem_limit = parse_bytes(s.mem_limit);
+  if (!s.slow_rank.empty()) c.slow_rank = parse_slow_rank(s.slow_rank);
+  if (!s.hang_rank.empty()) c.hang_rank = parse_hang_rank(s.hang_rank);
   if (s.trace == "off") {
     if (c.run_dir != "auto" && !c.run_dir.empty())
       SL_THROW(InvalidArgument, "--trace off and --run-dir ", c.run_dir, ": choose one");

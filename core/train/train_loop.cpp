@@ -7,6 +7,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/base/error.hpp"
@@ -15,6 +16,7 @@
 #include "core/comm/launcher.hpp"
 #include "core/trace/recorder.hpp"
 #include "core/trace/run_dir.hpp"
+#include "core/trace/summary.hpp"
 #include "core/train/corpus.hpp"
 #include "core/train/data_loader.hpp"
 #include "core/train/engine_stepper.hpp"
@@ -119,7 +121,11 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
   const TrainConfig& cfg = p.cfg;
   SL_CHECK(cfg.batch % (static_cast<int64_t>(ctx.world) * cfg.accum) == 0, "--batch ", cfg.batch,
            " must split evenly over ", ctx.world, " ranks x --accum ", cfg.accum);
+  SL_CHECK(cfg.slow_rank.rank < ctx.world && cfg.hang_rank.rank < ctx.world,
+           "--slow-rank / --hang-rank name rank ", std::max(cfg.slow_rank.rank, cfg.hang_rank.rank),
+           " but the world has ", ctx.world, " ranks");
   RankTrace trace(p, ctx);
+  if (!trace.path().empty()) ctx.flight()->set_dump_path(trace.path() + "/flight.json");
   const bool printer = ctx.rank == 0;
   if (printer) {
     print_run_header(out, cfg, p.model, *p.corpus);
@@ -127,7 +133,9 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
   }
 
   DataLoader loader(p.corpus, {cfg.batch, cfg.seq, ctx.rank, ctx.world, cfg.seed});
-  EngineStepper stepper(ctx, p.model, p.engine, cfg.accum);
+  EngineConfig engine = p.engine;
+  if (ctx.rank == cfg.slow_rank.rank) engine.compute_slowdown = cfg.slow_rank.factor;
+  EngineStepper stepper(ctx, p.model, engine, cfg.accum);
   const int64_t start = restore(p, ctx, stepper, loader, out);
   const int64_t every = cfg.print_interval();
   const int64_t tokens_per_step = cfg.batch * cfg.seq;
@@ -144,6 +152,9 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
   for (int64_t s = start; s < cfg.steps; ++s) {
     const Batch batch = loader.next();
     const float lr = cfg.lr_at(s);
+    ctx.flight()->set_step(s + 1);
+    if (ctx.rank == cfg.hang_rank.rank && s + 1 == cfg.hang_rank.step)
+      std::this_thread::sleep_for(std::chrono::duration<double>(cfg.hang_rank.seconds));
     const auto t_step = Clock::now();
     const float loss = stepper.step(batch.inputs.data(), batch.targets.data(),
                                     static_cast<int>(batch.rows), static_cast<int>(batch.seq), lr);
@@ -202,6 +213,10 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
   for (size_t i = r.losses.size() - tail; i < r.losses.size(); ++i) r.final_loss += r.losses[i];
   if (tail) r.final_loss /= static_cast<double>(tail);
   print_run_summary(out, r, *ctx.tracker);
+  if (!r.run_dir.empty()) {
+    out << "\n";
+    print_stragglers(compute_summary(read_run(r.run_dir)).stragglers, out);
+  }
 }
 
 }  // namespace
@@ -226,6 +241,10 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
   lo.ranks = cfg.ranks;
   lo.device = cfg.device;
   lo.mem_limit = cfg.mem_limit;
+  lo.collective_timeout_s = cfg.collective_timeout;
+  // A rank stuck outside collectives (a hang, not a slow step) must not keep the job alive once
+  // the watchdog or another rank's failure has stopped the others.
+  lo.exit_after_failure_s = 5.0;
   TrainResult r;
   r.entropy_rate = p.corpus->entropy_rate;
   launch(lo, [&](RankContext& ctx) { train_rank(p, ctx, out, r); });

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <vector>
 #include <ostream>
 #include <utility>
 
@@ -20,6 +22,57 @@ LrSchedule parse_lr_schedule(const std::string& s) {
   if (s == "cosine") return LrSchedule::cosine;
   if (s == "constant") return LrSchedule::constant;
   SL_THROW(InvalidArgument, "unknown --schedule '", s, "' (known: cosine, constant)");
+}
+
+// ---- faults on demand ---------------------------------------------------------------------------
+
+namespace {
+
+// The fields of "a:b:c" as numbers; throws naming the option when one is not a number.
+std::vector<double> fault_fields(const std::string& s, const char* option, size_t n,
+                                 const char* form) {
+  std::vector<double> out;
+  size_t begin = 0;
+  for (;;) {
+    const size_t end = s.find(':', begin);
+    const std::string f = s.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    char* stop = nullptr;
+    const double v = std::strtod(f.c_str(), &stop);
+    if (f.empty() || *stop != '\0' || !std::isfinite(v))
+      SL_THROW(InvalidArgument, option, " '", s, "': expected ", form);
+    out.push_back(v);
+    if (end == std::string::npos) break;
+    begin = end + 1;
+  }
+  if (out.size() != n) SL_THROW(InvalidArgument, option, " '", s, "': expected ", form);
+  return out;
+}
+
+int fault_rank(double v, const std::string& s, const char* option) {
+  if (v < 0 || v > 1e6 || v != std::floor(v))
+    SL_THROW(InvalidArgument, option, " '", s, "': the rank must be an integer >= 0");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+SlowRank parse_slow_rank(const std::string& s) {
+  const std::vector<double> f = fault_fields(s, "--slow-rank", 2, "RANK:FACTOR, e.g. 1:3");
+  SlowRank r{fault_rank(f[0], s, "--slow-rank"), f[1]};
+  if (!(r.factor >= 1.0 && r.factor <= 1000.0))
+    SL_THROW(InvalidArgument, "--slow-rank '", s, "': the factor must be in [1, 1000]");
+  return r;
+}
+
+HangRank parse_hang_rank(const std::string& s) {
+  const std::vector<double> f =
+      fault_fields(s, "--hang-rank", 3, "RANK:STEP:SECONDS, e.g. 1:3:60");
+  HangRank h{fault_rank(f[0], s, "--hang-rank"), static_cast<int64_t>(f[1]), f[2]};
+  if (f[1] < 1 || f[1] > 1e12 || f[1] != std::floor(f[1]))
+    SL_THROW(InvalidArgument, "--hang-rank '", s, "': the step must be an integer >= 1");
+  if (!(h.seconds > 0 && h.seconds <= 86400))
+    SL_THROW(InvalidArgument, "--hang-rank '", s, "': the seconds must be in (0, 86400]");
+  return h;
 }
 
 // ---- config -------------------------------------------------------------------------------------
@@ -88,6 +141,17 @@ void TrainConfig::validate() const {
                " x --accum ", accum, " (use a multiple of ", ranks * accum, ")");
     if (strategy == Strategy::hybrid_shard && hybrid_group > 0 && ranks % hybrid_group != 0)
       SL_THROW(InvalidArgument, "--hybrid-group ", hybrid_group, " must divide --ranks ", ranks);
+  }
+  if (!(collective_timeout > 0 && collective_timeout <= 1e6))
+    SL_THROW(InvalidArgument, "--collective-timeout ", collective_timeout,
+             ": must be a number of seconds in (0, 1e6]");
+  if (backend == "local") {
+    if (slow_rank.rank >= ranks)
+      SL_THROW(InvalidArgument, "--slow-rank: rank ", slow_rank.rank, " is not one of the ",
+               ranks, " ranks");
+    if (hang_rank.rank >= ranks)
+      SL_THROW(InvalidArgument, "--hang-rank: rank ", hang_rank.rank, " is not one of the ",
+               ranks, " ranks");
   }
   GPTConfig m = model_config();
   if (seq > m.max_seq_len)

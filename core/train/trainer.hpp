@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/comm/flight_recorder.hpp"
 #include "core/device/device.hpp"
 #include "core/fsdp/strategy.hpp"
 #include "core/memory/tracker.hpp"
@@ -22,6 +23,20 @@
 #include "core/train/markov.hpp"
 
 namespace shardlab {
+
+// Faults on demand (--slow-rank R:F, --hang-rank R:STEP:S), to see the straggler monitor and the
+// collective watchdog at work. rank -1: none.
+struct SlowRank {
+  int rank = -1;
+  double factor = 1.0;  // its forward and backward take this many times as long
+};
+struct HangRank {
+  int rank = -1;
+  int64_t step = 1;      // before this step (1-based) ...
+  double seconds = 0.0;  // ... it sleeps this long, outside any collective
+};
+SlowRank parse_slow_rank(const std::string& s);  // "R:F"
+HangRank parse_hang_rank(const std::string& s);  // "R:STEP:SECONDS"
 
 enum class LrSchedule : uint8_t { constant, cosine };
 const char* lr_schedule_name(LrSchedule s);
@@ -85,6 +100,11 @@ struct TrainConfig {
   std::string resume;
   // Start from the parameters of a safetensors file (an export, or GPT-2 weights of this shape).
   std::string init_from;
+
+  // ---- reliability (docs/reliability.md): the collective watchdog and faults on demand
+  double collective_timeout = kDefaultCollectiveTimeoutS;  // seconds one collective may wait
+  SlowRank slow_rank;
+  HangRank hang_rank;
 
   // The model this config describes: preset plus overrides, validated (throws InvalidArgument
   // naming the field).

@@ -463,6 +463,48 @@ static void show_summary_panel(ViewerState& s) {
                format_rate(o.bandwidth.busbw);
       });
     }
+    row("waiting for ranks", [&](const LiveRun& r) {
+      // Per-rank time spent waiting for the last rank to arrive, and who was slowest most often.
+      const StragglerReport& w = r.model().summary.stragglers;
+      if (w.empty()) return std::string("-");
+      std::string t;
+      for (const RankWait& rw : w.ranks) {
+        std::snprintf(buf, sizeof buf, "%sr%d %s", t.empty() ? "" : ", ", rw.rank,
+                      format_duration(double(rw.wait_ns)).c_str());
+        t += buf;
+        if (t.size() > 60) {
+          t += ", ...";
+          break;
+        }
+      }
+      if (w.estimated) t += " (est.)";
+      return t;
+    });
+    row("slowest rank", [&](const LiveRun& r) {
+      const StragglerReport& w = r.model().summary.stragglers;
+      if (w.steps.empty()) return std::string("-");
+      int step = s.selected_step;
+      for (const StepStraggler& st : w.steps)
+        if (st.step == step) {
+          std::snprintf(buf, sizeof buf, "step %d: rank %d (others waited %s)", st.step,
+                        st.slowest_rank, format_duration(st.others_wait_ns).c_str());
+          return std::string(buf);
+        }
+      const RankWait* top = &w.ranks[0];
+      for (const RankWait& rw : w.ranks)
+        if (rw.slowest_steps > top->slowest_steps) top = &rw;
+      std::snprintf(buf, sizeof buf, "rank %d in %d of %zu steps", top->rank, top->slowest_steps,
+                    w.steps.size());
+      return std::string(buf);
+    });
+    row("memory imbalance", [&](const LiveRun& r) {
+      const StragglerReport& w = r.model().summary.stragglers;
+      if (w.peak_max_rank < 0) return std::string("-");
+      std::snprintf(buf, sizeof buf, "peak r%d %s vs r%d %s", w.peak_max_rank,
+                    format_bytes(w.peak_max).c_str(), w.peak_min_rank,
+                    format_bytes(w.peak_min).c_str());
+      return std::string(buf);
+    });
     row("comm, exposed /step", [&](const LiveRun& r) {
       const RunModel& m = r.model();
       int steps = std::max(1, m.summary.n_steps) * std::max(1, static_cast<int>(m.ranks.size()));

@@ -124,6 +124,9 @@ RunModel build_run_model(const RunData& run) {
     m.summary.mean_step_s = seconds / static_cast<double>(measured);
     m.summary.last_loss = complete.back()->loss;
   }
+  std::vector<int64_t> peaks;
+  for (const RankModel& rm : m.ranks) peaks.push_back(rm.mem.peak_total);
+  m.summary.stragglers = compute_stragglers(run, peaks);
   return m;
 }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/trace/stragglers.hpp"
+
 #include "core/trace/run_reader.hpp"
 #include "viewer/model/gantt.hpp"
 #include "viewer/model/intervals.hpp"
@@ -57,6 +59,7 @@ struct RunSummary {
     return comm_ns > 0 ? 1.0 - static_cast<double>(exposed_ns) / comm_ns : 1.0;
   }
   int64_t max_peak = 0;  // highest per-rank peak total
+  StragglerReport stragglers;  // per-rank wait for the last rank, slowest rank per step
 };
 
 struct RunModel {

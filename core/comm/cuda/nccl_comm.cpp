@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "core/comm/flight_recorder.hpp"
 #include "core/device/cuda/cuda_device.hpp"
 #include "core/trace/nvtx.hpp"
 #include "core/trace/recorder.hpp"
@@ -103,7 +104,9 @@ class NcclWork final : public Work::State {
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(ncclComm_t comm, CudaDevice& dev, int rank, int size)
-      : Communicator(rank, size), comm_(comm), dev_(dev) {}
+      : Communicator(rank, size), comm_(comm), dev_(dev) {
+    flight_ = std::make_shared<FlightRecorder>(rank);  // not yet fed: no watchdog on nccl
+  }
 
   ~NcclCommunicator() override {
     CudaDeviceGuard guard(dev_.ordinal());
@@ -191,6 +194,7 @@ class NcclCommunicator final : public Communicator {
     NCCL_CHECK(ncclCommUserRank(sub, &r));
     NCCL_CHECK(ncclCommCount(sub, &n));
     auto c = std::make_unique<NcclCommunicator>(sub, dev_, r, n);
+    c->flight_ = flight_;
     c->set_recorder(recorder());
     return c;
   }

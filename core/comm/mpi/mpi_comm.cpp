@@ -11,6 +11,7 @@
 
 #include "core/base/error.hpp"
 #include "core/comm/comm_common.hpp"
+#include "core/comm/mpi/mpi_watchdog.hpp"
 
 namespace shardlab {
 
@@ -94,6 +95,9 @@ struct MpiWork final : Work::State {
   int64_t bytes = 0;
   DType dtype = DType::f32;
   mutable CommTimes times;
+  FlightRecorder* flight = nullptr;
+  MpiWatchdog* watch = nullptr;
+  int64_t seq = 0;
   mutable bool completed = false;
   bool reported = false;
   mutable std::exception_ptr error;
@@ -107,10 +111,11 @@ struct MpiWork final : Work::State {
     } catch (...) {
       error = std::current_exception();
     }
+    flight->ended(seq, !error, -1);
   }
   void wait() override {
     const int64_t t_wait = comm_clock(rec);
-    if (!completed) complete(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    if (!completed) complete(watch->wait(&req, seq));
     if (!reported) {
       reported = true;
       times.t_wait = t_wait;
@@ -127,8 +132,11 @@ struct MpiWork final : Work::State {
     return completed;
   }
   ~MpiWork() override {
-    // Dropped without wait: the buffers must not be released under MPI's feet.
-    if (!completed && !mpi_finalized()) complete(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    // Dropped without wait: the buffers must not be released under MPI's feet. Unless the rank
+    // is failing (an exception unwinds, or the watchdog fired): the launcher's MPI_Abort ends the
+    // job next, and a peer that never arrives would make this wait for ever.
+    if (!completed && !mpi_finalized() && std::uncaught_exceptions() == 0 && !watch->fired())
+      complete(MPI_Wait(&req, MPI_STATUS_IGNORE));
     if (!reported && !error) record_comm_span(rec, op, info, bytes, dtype, times);
   }
 };
@@ -137,8 +145,11 @@ struct MpiWork final : Work::State {
 
 class MpiComm final : public Communicator {
  public:
-  MpiComm(MPI_Comm comm, int rank, int size, Device& device)
-      : Communicator(rank, size), comm_(comm), device_(device) {}
+  MpiComm(MPI_Comm comm, int rank, int size, Device& device, std::shared_ptr<FlightRecorder> flight,
+          std::shared_ptr<MpiWatchdog> watch)
+      : Communicator(rank, size), comm_(comm), device_(device), watch_(std::move(watch)) {
+    flight_ = std::move(flight);
+  }
   ~MpiComm() override {
     if (!mpi_finalized()) MPI_Comm_free(&comm_);
   }
@@ -154,8 +165,7 @@ class MpiComm final : public Communicator {
     const void* sb = in_place ? MPI_IN_PLACE : send;
     auto w = make_work(CommOp::all_gather, count, t, info, "MPI_Allgather");
     return run(w, async, [&](MPI_Request* r) {
-      return r ? MPI_Iallgather(sb, c, mpi_type(t), recv, c, mpi_type(t), comm_, r)
-               : MPI_Allgather(sb, c, mpi_type(t), recv, c, mpi_type(t), comm_);
+      return MPI_Iallgather(sb, c, mpi_type(t), recv, c, mpi_type(t), comm_, r);
     });
   }
 
@@ -177,8 +187,7 @@ class MpiComm final : public Communicator {
       if (op == ReduceOp::avg) divide(recv, count, t, n);
     };
     return run(w, async, [&](MPI_Request* r) {
-      return r ? MPI_Ireduce_scatter_block(send, out, c, mpi_type(t), mpi_sum(t), comm_, r)
-               : MPI_Reduce_scatter_block(send, out, c, mpi_type(t), mpi_sum(t), comm_);
+      return MPI_Ireduce_scatter_block(send, out, c, mpi_type(t), mpi_sum(t), comm_, r);
     });
   }
 
@@ -190,8 +199,7 @@ class MpiComm final : public Communicator {
     auto w = make_work(CommOp::all_reduce, count, t, info, "MPI_Allreduce");
     if (op == ReduceOp::avg) w->finish = [recv, count, t, n = size_] { divide(recv, count, t, n); };
     return run(w, async, [&](MPI_Request* r) {
-      return r ? MPI_Iallreduce(sb, recv, c, mpi_type(t), mpi_sum(t), comm_, r)
-               : MPI_Allreduce(sb, recv, c, mpi_type(t), mpi_sum(t), comm_);
+      return MPI_Iallreduce(sb, recv, c, mpi_type(t), mpi_sum(t), comm_, r);
     });
   }
 
@@ -200,32 +208,34 @@ class MpiComm final : public Communicator {
     const int c = static_cast<int>(count);
     auto w = make_work(CommOp::broadcast, count, t, info, "MPI_Bcast");
     return run(w, async, [&](MPI_Request* r) {
-      return r ? MPI_Ibcast(buf, c, mpi_type(t), root, comm_, r)
-               : MPI_Bcast(buf, c, mpi_type(t), root, comm_);
+      return MPI_Ibcast(buf, c, mpi_type(t), root, comm_, r);
     });
   }
 
   void barrier() override {
     auto w = make_work(CommOp::barrier, 0, DType::f32, {}, "MPI_Barrier");
-    run(w, false, [&](MPI_Request* r) { return r ? MPI_Ibarrier(comm_, r) : MPI_Barrier(comm_); });
+    run(w, false, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
   }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     if (color < 0) SL_THROW(InvalidArgument, "mpi split: color ", color, " must be >= 0");
     MPI_Comm sub = MPI_COMM_NULL;
     check_mpi(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
-    auto c = make_owned(sub, device_);
+    auto c = make_owned(sub, device_, flight_, watch_);
     c->set_recorder(recorder_);
     return c;
   }
 
   // Takes ownership of `comm` (freed with the communicator).
-  static std::unique_ptr<Communicator> make_owned(MPI_Comm comm, Device& device) {
+  static std::unique_ptr<Communicator> make_owned(MPI_Comm comm, Device& device,
+                                                  std::shared_ptr<FlightRecorder> flight,
+                                                  std::shared_ptr<MpiWatchdog> watch) {
     check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     int rank = 0, size = 0;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
-    return std::make_unique<MpiComm>(comm, rank, size, device);
+    return std::make_unique<MpiComm>(comm, rank, size, device, std::move(flight),
+                                     std::move(watch));
   }
 
  private:
@@ -251,14 +261,19 @@ class MpiComm final : public Communicator {
     w->dtype = t;
     w->times.t_issue = comm_clock(recorder_);
     w->times.t_start = w->times.t_issue;  // MPI starts the collective at issue
+    w->flight = flight_.get();
+    w->watch = watch_.get();
+    w->seq = flight_->issued(op, info, count, t, size_);
     return w;
   }
 
-  // issue(nullptr) runs the blocking call, issue(&req) the non-blocking one.
+  // issue(&req) starts the non-blocking call. A blocking collective is the same call waited on at
+  // once: the wait polls, so the watchdog can answer and time it.
   template <typename Issue>
   Work run(const std::shared_ptr<MpiWork>& w, bool async, Issue issue) {
     if (!async) {
-      w->complete(issue(nullptr));
+      const int rc = issue(&w->req);
+      w->complete(rc == MPI_SUCCESS ? watch_->wait(&w->req, w->seq) : rc);
       w->reported = true;
       if (w->error) std::rethrow_exception(w->error);
       record_comm_span(w->rec, w->op, w->info, w->bytes, w->dtype, w->times);
@@ -270,14 +285,23 @@ class MpiComm final : public Communicator {
 
   MPI_Comm comm_;
   Device& device_;
+  std::shared_ptr<MpiWatchdog> watch_;
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, Device& device) {
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, Device& device,
+                                                    double timeout_s) {
+  if (!(timeout_s > 0))
+    SL_THROW(InvalidArgument, "mpi: collective timeout ", timeout_s, " s must be positive");
   MPI_Comm dup = MPI_COMM_NULL;
   check_mpi(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup");
-  return MpiComm::make_owned(dup, device);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  auto flight = std::make_shared<FlightRecorder>(rank);
+  auto watch = std::make_shared<MpiWatchdog>(MPI_COMM_WORLD, flight);
+  watch->set_timeout(timeout_s);
+  return MpiComm::make_owned(dup, device, std::move(flight), std::move(watch));
 }
 
 void mpi_ensure_initialized() {

@@ -6,8 +6,10 @@
 #include <mpi.h>
 
 #include <memory>
+#include <string>
 
 #include "core/comm/communicator.hpp"
+#include "core/comm/flight_recorder.hpp"
 #include "core/device/device.hpp"
 
 namespace shardlab {
@@ -16,7 +18,10 @@ namespace shardlab {
 // exit) unless the program already did; throws when the thread level is too low to use.
 void mpi_ensure_initialized();
 
-// A communicator over a duplicate of `comm`; staging is charged to `device`'s tracker.
-std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, Device& device);
+// A communicator over a duplicate of `comm`; staging is charged to `device`'s tracker. Collective
+// over MPI_COMM_WORLD (the watchdog duplicates it). Waits longer than `timeout_s` in one
+// collective stop the job (core/comm/mpi/mpi_watchdog.hpp).
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, Device& device,
+                                                    double timeout_s = kDefaultCollectiveTimeoutS);
 
 }  // namespace shardlab

@@ -39,7 +39,7 @@ void launch_mpi(const LaunchOptions& opts, const std::function<void(RankContext&
   std::unique_ptr<Communicator> comm;
   try {
     res = make_rank_resources(opts, rank);
-    comm = make_mpi_communicator(MPI_COMM_WORLD, *res.device);
+    comm = make_mpi_communicator(MPI_COMM_WORLD, *res.device, opts.collective_timeout_s);
     run_rank_fn(res, *comm, rank, size, fn);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shardlab: rank %d failed: %s\nshardlab: rank %d: aborting the MPI job\n",
