@@ -164,7 +164,9 @@ void print_stragglers(const StragglerReport& s, std::ostream& os, int max_steps)
     }
     os << "\n";
   }
-  if (s.peak_max_rank >= 0 && s.ranks.size() > 1) {
+  if (s.peak_max_rank >= 0 && s.ranks.size() > 1 && s.peak_max == s.peak_min) {
+    os << "memory imbalance: none, every rank peaks at " << format_bytes(s.peak_max) << "\n";
+  } else if (s.peak_max_rank >= 0 && s.ranks.size() > 1) {
     std::snprintf(buf, sizeof buf,
                   "memory imbalance: peak %s on rank %d, %s on rank %d (%s apart)\n",
                   format_bytes(s.peak_max).c_str(), s.peak_max_rank,

@@ -36,14 +36,14 @@ bad() {
   out=$(cd "$WORK" && timeout -k 5 "$limit" "$@" 2>&1 </dev/null)
   rc=$?
   local first
-  first=$(printf '%s\n' "$out" | grep -m1 -E "$regex" || printf '%s\n' "$out" | grep -m1 -v '^\s*$')
+  first=$(printf '%s\n' "$out" | grep -m1 -E -e "$regex" || printf '%s\n' "$out" | grep -m1 -v '^\s*$')
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
     verdict="FAIL: hung (killed after ${limit} s)"
   elif [ $rc -eq 0 ]; then
     verdict="FAIL: exit 0"
   elif [ $rc -ge 128 ]; then
     verdict="FAIL: signal $((rc - 128))"
-  elif ! printf '%s\n' "$out" | grep -q -E "$regex"; then
+  elif ! printf '%s\n' "$out" | grep -q -E -e "$regex"; then
     verdict="FAIL: message does not match /$regex/"
   else
     verdict="ok"
@@ -60,9 +60,9 @@ good() {
   out=$(cd "$WORK" && timeout -k 5 60 "$@" 2>&1 </dev/null)
   rc=$?
   local first
-  first=$(printf '%s\n' "$out" | grep -m1 -E "$regex" || printf '%s\n' "$out" | head -n1)
+  first=$(printf '%s\n' "$out" | grep -m1 -E -e "$regex" || printf '%s\n' "$out" | head -n1)
   if [ $rc -ne 0 ]; then verdict="FAIL: exit $rc"
-  elif ! printf '%s\n' "$out" | grep -q -E "$regex"; then verdict="FAIL: message does not match /$regex/"
+  elif ! printf '%s\n' "$out" | grep -q -E -e "$regex"; then verdict="FAIL: message does not match /$regex/"
   else verdict="ok"; fi
   record "$name" "$rc" "$first" "$verdict" "$out"
 }

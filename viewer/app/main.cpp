@@ -500,6 +500,7 @@ static void show_summary_panel(ViewerState& s) {
     row("memory imbalance", [&](const LiveRun& r) {
       const StragglerReport& w = r.model().summary.stragglers;
       if (w.peak_max_rank < 0) return std::string("-");
+      if (w.peak_max == w.peak_min) return "none (" + format_bytes(w.peak_max) + " each)";
       std::snprintf(buf, sizeof buf, "peak r%d %s vs r%d %s", w.peak_max_rank,
                     format_bytes(w.peak_max).c_str(), w.peak_min_rank,
                     format_bytes(w.peak_min).c_str());
