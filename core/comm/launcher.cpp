@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <exception>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -48,8 +49,19 @@ void launch_local(const LaunchOptions& opts, const std::function<void(RankContex
   if (opts.ranks > 1) set_blas_threads(1);
   std::vector<std::thread> threads;
   threads.reserve(opts.ranks);
-  for (int r = 0; r < opts.ranks; ++r)
-    threads.emplace_back(run_local_rank, std::cref(opts), std::cref(fn), std::cref(world), r);
+  for (int r = 0; r < opts.ranks; ++r) {
+    try {
+      threads.emplace_back(run_local_rank, std::cref(opts), std::cref(fn), std::cref(world), r);
+    } catch (const std::exception& e) {
+      // No thread for rank r (out of threads, or of address space for their stacks). The ranks
+      // already running would wait for it in their first collective, and destroying joinable
+      // threads calls std::terminate: fail the world as if rank r had thrown, and join them.
+      world->abort(r, std::string("could not start the thread of this rank (") + e.what() +
+                          "): --ranks " + std::to_string(opts.ranks) +
+                          " is more threads than this process can start; use fewer ranks");
+      break;
+    }
+  }
   for (std::thread& t : threads) t.join();
   const int failed = world->failed_rank();
   if (failed >= 0)
