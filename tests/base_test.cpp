@@ -113,6 +113,15 @@ TEST(MemoryTracker, ParseAndFormatBytes) {
   EXPECT_EQ(parse_bytes("4096"), 4096);
   EXPECT_THROW(parse_bytes("12 parsecs"), InvalidArgument);
   EXPECT_THROW(parse_bytes("-5MiB"), InvalidArgument);
+  EXPECT_EQ(parse_bytes("0"), 0);
+  EXPECT_EQ(parse_bytes("0.6"), 1);
+  EXPECT_EQ(parse_bytes("1TiB"), 1ll << 40);
+  // Past int64: llround is undefined there (it came back as INT64_MIN, a "negative limit").
+  EXPECT_THROW(parse_bytes("1e20"), InvalidArgument);
+  EXPECT_THROW(parse_bytes("9000000TiB"), InvalidArgument);
+  // A nonzero limit must not round to 0, which means "no limit".
+  EXPECT_THROW(parse_bytes("0.4"), InvalidArgument);
+  EXPECT_THROW(parse_bytes("1e-30"), InvalidArgument);
   EXPECT_EQ(format_bytes(1536), "1.50 KiB");
 }
 

@@ -73,6 +73,17 @@ TEST(ModelConfig, ValidateNamesTheField) {
   cfg = GPTConfig::preset("tiny");
   cfg.vocab_size = -1;
   EXPECT_NE(error_of(cfg).find("vocab_size -1"), std::string::npos) << error_of(cfg);
+  // C near 2^31: 12 C^2 wrapped int64 in num_params(); now refused before anything is sized.
+  cfg = GPTConfig::preset("tiny");
+  cfg.n_embd = 2147483646;
+  cfg.n_head = 2;
+  EXPECT_NE(error_of(cfg).find("C=2147483646 is"), std::string::npos) << error_of(cfg);
+  EXPECT_NE(error_of(cfg).find("more than the 1e15"), std::string::npos) << error_of(cfg);
+  cfg = GPTConfig::preset("gpt2");
+  cfg.n_layer = 96;
+  cfg.n_embd = 12288;
+  cfg.n_head = 96;
+  EXPECT_EQ(error_of(cfg), "");  // GPT-3 175B's shape is fine
   try {
     GPTConfig::preset("huge");
     FAIL() << "no throw";

@@ -149,6 +149,8 @@ TEST(AdamW, RejectsWrongSizeAndBadConfig) {
   EXPECT_EQ(opt.step_count(), 0);
   EXPECT_THROW(AdamW(*f.dev, adamw_cfg(0.1f, 1.0f, 0.9f, 1e-8f, 0.0f), 4), InvalidArgument);
   EXPECT_THROW(AdamW(*f.dev, adamw_cfg(-0.1f, 0.9f, 0.9f, 1e-8f, 0.0f), 4), InvalidArgument);
+  // eps = inf made every update m / (sqrt(v) + inf) = 0: training silently did nothing.
+  EXPECT_THROW(AdamW(*f.dev, adamw_cfg(0.1f, 0.9f, 0.9f, INFINITY, 0.0f), 4), InvalidArgument);
   EXPECT_THROW(parse_optimizer_kind("lion"), InvalidArgument);
   EXPECT_EQ(parse_optimizer_kind("sgd"), OptimizerKind::sgd);
 }

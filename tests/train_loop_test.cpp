@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -72,6 +73,70 @@ TEST(TrainSchedule, PrintIntervalIsEveryStepForShortRuns) {
   EXPECT_EQ(c.print_interval(), 1000);
   c.print_every = 7;
   EXPECT_EQ(c.print_interval(), 7);
+}
+
+TEST(TrainSchedule, PrintIntervalEndsForTheLargestStepCounts) {
+  // m * decade * 50 wrapped past int64 here and the search never ended (the run hung before its
+  // first step).
+  TrainConfig c;
+  c.steps = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(c.print_interval(), 200000000000000000);
+  c.steps = 5000000000000000000;
+  EXPECT_EQ(c.print_interval(), 100000000000000000);
+}
+
+TEST(TrainConfig, ThreadsAndSyntheticOptionsAreNamed) {
+  // Thousands of BLAS threads exhausted memory and OpenBLAS retried its buffers forever.
+  TrainConfig c;
+  c.threads = 100000;
+  EXPECT_NE(error_of(c).find("--threads 100000: more than the"), std::string::npos) << error_of(c);
+  c.threads = 1;
+  c.synthetic.tokens = 1;
+  EXPECT_NE(error_of(c).find("--corpus-tokens 1: must be >= 2"), std::string::npos) << error_of(c);
+  c = TrainConfig{};
+  c.synthetic.successors = 0;
+  EXPECT_NE(error_of(c).find("--synthetic-successors 0"), std::string::npos) << error_of(c);
+  c = TrainConfig{};
+  c.synthetic.vocab = 1;
+  EXPECT_NE(error_of(c).find("--synthetic-vocab 1: must be in [2, 65536]"), std::string::npos)
+      << error_of(c);
+  // A corpus larger than memory: a bare "std::bad_alloc" before; now the option and the size.
+  // 2^50 tokens (2 PiB) cannot be mapped at all; 2^62 is past the vector's max_size.
+  for (const int shift : {50, 62}) {
+    SyntheticSpec spec;
+    spec.tokens = int64_t{1} << shift;
+    try {
+      make_synthetic_corpus(spec);
+      FAIL() << "no throw";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("--corpus-tokens " + std::to_string(spec.tokens)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(TrainConfig, BatchSplitChecksDoNotWrap) {
+  // --ranks x --accum was an int product: the hint read "use a multiple of -2".
+  TrainConfig c;
+  c.ranks = 2;
+  c.accum = std::numeric_limits<int>::max();
+  c.batch = 2;
+  EXPECT_NE(error_of(c).find("use a multiple of 4294967294"), std::string::npos) << error_of(c);
+  // rows x T past int32: the loader's buffer size wrapped and the run crashed (SIGSEGV).
+  c = TrainConfig{};
+  c.batch = int64_t{1} << 62;
+  EXPECT_NE(error_of(c).find("--batch 4611686018427387904 x --seq 64"), std::string::npos)
+      << error_of(c);
+  c.batch = int64_t{1} << 31;
+  c.seq = 1;
+  EXPECT_NE(error_of(c).find("exceeds 2147483647 tokens"), std::string::npos) << error_of(c);
+  // The same global batch split over enough ranks is fine.
+  c.ranks = 2;
+  EXPECT_EQ(error_of(c), "");
+  // Under mpirun only the ranks know the world; they check it the same way.
+  EXPECT_THROW(c.check_split(1), InvalidArgument);
+  EXPECT_NO_THROW(c.check_split(4));
 }
 
 TEST(TrainConfig, ErrorsNameTheOptionAndValue) {

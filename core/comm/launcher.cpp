@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -57,19 +58,31 @@ void launch_local(const LaunchOptions& opts, const std::function<void(RankContex
   int finished = 0;
   std::vector<std::thread> threads;
   threads.reserve(opts.ranks);
-  for (int r = 0; r < opts.ranks; ++r)
-    threads.emplace_back([&, r] {
-      run_local_rank(opts, fn, world, r);
-      std::lock_guard<std::mutex> lk(mu);
-      ++finished;
-      cv.notify_all();
-    });
+  for (int r = 0; r < opts.ranks; ++r) {
+    try {
+      threads.emplace_back([&, r] {
+        run_local_rank(opts, fn, world, r);
+        std::lock_guard<std::mutex> lk(mu);
+        ++finished;
+        cv.notify_all();
+      });
+    } catch (const std::exception& e) {
+      // No thread for rank r (out of threads, or of address space for their stacks). The ranks
+      // already running would wait for it in their first collective, and destroying joinable
+      // threads calls std::terminate: fail the world as if rank r had thrown, and join them.
+      world->abort(r, std::string("could not start the thread of this rank (") + e.what() +
+                          "): --ranks " + std::to_string(opts.ranks) +
+                          " is more threads than this process can start; use fewer ranks");
+      break;
+    }
+  }
+  const int started = static_cast<int>(threads.size());
   if (opts.exit_after_failure_s > 0) {
     // Wait for the ranks, but not for ever once one has failed: a rank that never reaches a
     // collective again would keep the process alive.
     std::unique_lock<std::mutex> lk(mu);
     auto failed_since = std::chrono::steady_clock::time_point::max();
-    while (!cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return finished == opts.ranks; })) {
+    while (!cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return finished == started; })) {
       if (!world->aborted()) continue;
       const auto now = std::chrono::steady_clock::now();
       if (failed_since == std::chrono::steady_clock::time_point::max()) failed_since = now;
@@ -78,8 +91,8 @@ void launch_local(const LaunchOptions& opts, const std::function<void(RankContex
       std::fprintf(stderr,
                    "shardlab: error: rank %d: %s [%d of %d ranks still running %g s after this "
                    "failure, stuck outside any collective: exiting]\n",
-                   world->failed_rank(), world->failure_message().c_str(),
-                   opts.ranks - finished, opts.ranks, opts.exit_after_failure_s);
+                   world->failed_rank(), world->failure_message().c_str(), started - finished,
+                   opts.ranks, opts.exit_after_failure_s);
       std::fflush(nullptr);
       std::_Exit(1);
     }

@@ -49,8 +49,20 @@ int64_t parse_bytes(const std::string& s) {
                      {"KB", 1e3},        {"MB", 1e6},         {"GB", 1e9},
                      {"TB", 1e12},       {"K", 1024.0},       {"M", 1048576.0},
                      {"G", 1073741824.0}};
-  for (const U& u : units)
-    if (unit == u.name) return static_cast<int64_t>(std::llround(v * u.mult));
+  for (const U& u : units) {
+    if (unit != u.name) continue;
+    const double bytes = v * u.mult;
+    // llround of anything at or past 2^63 is undefined (x86 gives INT64_MIN, which then read as
+    // "a negative limit"); nobody has an exabyte per rank, so say the size is too large.
+    if (!(bytes < 9.2e18))
+      SL_THROW(InvalidArgument, "size '", s, "' is too large (at most about 8 EiB)");
+    const int64_t n = static_cast<int64_t>(std::llround(bytes));
+    // "0" means "no limit" to its callers: a nonzero size must not silently round to it.
+    if (n == 0 && bytes > 0)
+      SL_THROW(InvalidArgument, "size '", s, "' rounds to 0 bytes, which means no limit; give at "
+               "least 1 B, or 0 for none");
+    return n;
+  }
   SL_THROW(InvalidArgument, "unknown size unit '", unit, "' in '", s,
            "' (use B, KiB, MiB, GiB, KB, MB, GB)");
 }

@@ -38,7 +38,8 @@ class OutOfMemory : public Error {
 
 // Bytes "1.50 MiB" style, for messages and tables.
 std::string format_bytes(int64_t bytes);
-// Parses "512MiB", "2GiB", "1.5GB", "4096" (bytes); throws InvalidArgument.
+// Parses "512MiB", "2GiB", "1.5GB", "4096" (bytes); throws InvalidArgument, also for sizes past
+// int64 and for a nonzero size that rounds to 0 bytes (0 means "no limit" to the callers).
 int64_t parse_bytes(const std::string& s);
 
 // One rank's accounting. Thread-safe: a rank's compute thread and its communication worker both

@@ -52,6 +52,15 @@ void GPTConfig::validate() const {
       SL_THROW(InvalidArgument, "GPTConfig: ", field, " ", value, " must be positive");
   if (n_embd % n_head != 0)
     SL_THROW(InvalidArgument, "GPTConfig: n_head ", n_head, " does not divide n_embd ", n_embd);
+  // num_params() and every byte count built on it are int64: 12 C^2 alone wraps for C near 2^31.
+  // Counted in double, the same bound `shardlab plan --params` keeps.
+  const double c = n_embd;
+  const double params = (static_cast<double>(vocab_size) + max_seq_len + 2) * c +
+                        static_cast<double>(n_layer) * (12 * c * c + 13 * c);
+  if (!(params <= 1e15))
+    SL_THROW(InvalidArgument, "GPTConfig: V=", vocab_size, " T=", max_seq_len, " L=", n_layer,
+             " C=", n_embd, " is ", params, " parameters, more than the 1e15 whose byte counts fit "
+             "64 bits");
 }
 
 int64_t GPTConfig::num_params() const {

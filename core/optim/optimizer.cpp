@@ -26,7 +26,9 @@ void OptimizerConfig::validate() const {
     SL_THROW(InvalidArgument, "optimizer: beta1 ", beta1, " must be in [0, 1)");
   if (!(beta2 >= 0.0f && beta2 < 1.0f))
     SL_THROW(InvalidArgument, "optimizer: beta2 ", beta2, " must be in [0, 1)");
-  if (!(eps > 0.0f)) SL_THROW(InvalidArgument, "optimizer: eps ", eps, " must be > 0");
+  // eps = inf passed "> 0" and silently froze every AdamW update (m / (sqrt(v) + inf) = 0).
+  if (!(std::isfinite(eps) && eps > 0.0f))
+    SL_THROW(InvalidArgument, "optimizer: eps ", eps, " must be finite and > 0");
   if (!(std::isfinite(weight_decay) && weight_decay >= 0.0f))
     SL_THROW(InvalidArgument, "optimizer: weight_decay ", weight_decay, " must be >= 0");
   if (!(momentum >= 0.0f && momentum < 1.0f))

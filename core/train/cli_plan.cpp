@@ -53,6 +53,11 @@ CliCommand add_plan_command(CLI::App& app) {
             if (end == o->params.c_str() || *end != 0 || !(psi >= 0))
               SL_THROW(InvalidArgument, "--params ", o->params,
                        ": expected a parameter count such as 7.5e9");
+            // 1e30 (or inf) became INT64_MIN in the cast below, and 1e18 wrapped the 16-bytes-per-
+            // parameter sums into negative sizes: keep Psi where every byte count fits int64.
+            if (!(psi <= 1e15))
+              SL_THROW(InvalidArgument, "--params ", o->params,
+                       ": at most 1e15 parameters (the byte counts must fit 64 bits)");
             p.params = static_cast<int64_t>(psi);
             p.capacity = parse_bytes(o->limit);
             p.param_dtype = parse_dtype(o->param_dtype);

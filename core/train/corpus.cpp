@@ -2,9 +2,13 @@
 #include "core/train/corpus.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <new>
+#include <stdexcept>
 
 #include "core/base/error.hpp"
+#include "core/memory/tracker.hpp"
 #include "core/train/token_file.hpp"
 
 namespace shardlab {
@@ -38,7 +42,16 @@ TokenCorpus make_synthetic_corpus(const SyntheticSpec& spec) {
   TokenCorpus c;
   c.kind = CorpusKind::synthetic;
   c.name = "synthetic";
-  c.tokens = chain.sample(spec.tokens, spec.seed);
+  try {
+    c.tokens = chain.sample(spec.tokens, spec.seed);
+  } catch (const std::bad_alloc&) {
+    // A bare "std::bad_alloc" named neither the option nor the size it asked for.
+    SL_THROW(InvalidArgument, "synthetic corpus: --corpus-tokens ", spec.tokens, " needs ",
+             format_bytes(spec.tokens > INT64_MAX / 2 ? INT64_MAX : spec.tokens * 2), " of host memory, which could not be allocated");
+  } catch (const std::length_error&) {
+    SL_THROW(InvalidArgument, "synthetic corpus: --corpus-tokens ", spec.tokens,
+             " is more tokens than one vector holds");
+  }
   c.vocab = spec.vocab;
   c.entropy_rate = chain.entropy_rate();
   char line[200];

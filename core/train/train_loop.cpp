@@ -119,8 +119,7 @@ int64_t restore(const RunPlan& p, RankContext& ctx, EngineStepper& stepper, Data
 
 void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResult& r) {
   const TrainConfig& cfg = p.cfg;
-  SL_CHECK(cfg.batch % (static_cast<int64_t>(ctx.world) * cfg.accum) == 0, "--batch ", cfg.batch,
-           " must split evenly over ", ctx.world, " ranks x --accum ", cfg.accum);
+  cfg.check_split(ctx.world);  // under mpirun, validate() could not know the world
   SL_CHECK(cfg.slow_rank.rank < ctx.world && cfg.hang_rank.rank < ctx.world,
            "--slow-rank / --hang-rank name rank ", std::max(cfg.slow_rank.rank, cfg.hang_rank.rank),
            " but the world has ", ctx.world, " ranks");

@@ -2,9 +2,12 @@
 // The loop itself is in train_loop.cpp.
 #include "core/train/trainer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <thread>
 #include <vector>
 #include <ostream>
 #include <utility>
@@ -95,6 +98,24 @@ void TrainConfig::validate() const {
   if (warmup < 0) SL_THROW(InvalidArgument, "--warmup ", warmup, ": must be >= 0");
   if (print_every < 0) SL_THROW(InvalidArgument, "--print-every ", print_every, ": must be >= 0");
   if (threads < 1) SL_THROW(InvalidArgument, "--threads ", threads, ": must be >= 1");
+  // Each OpenBLAS thread reserves its own large buffer: thousands of them exhausted memory and
+  // OpenBLAS then retried its allocation forever (the run hung after a bad_alloc). Threads beyond
+  // the hardware's only contend anyway.
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads > hw)
+    SL_THROW(InvalidArgument, "--threads ", threads, ": more than the ", hw,
+             " hardware threads of this machine");
+  if (data == "synthetic") {
+    // Named as the options, before make_synthetic_corpus checks the same with its own words.
+    if (synthetic.vocab < 2 || synthetic.vocab > 65536)
+      SL_THROW(InvalidArgument, "--synthetic-vocab ", synthetic.vocab,
+               ": must be in [2, 65536] (tokens are 16-bit)");
+    if (synthetic.successors < 1 || synthetic.successors > synthetic.vocab)
+      SL_THROW(InvalidArgument, "--synthetic-successors ", synthetic.successors,
+               ": must be in [1, --synthetic-vocab ", synthetic.vocab, "]");
+    if (synthetic.tokens < 2)
+      SL_THROW(InvalidArgument, "--corpus-tokens ", synthetic.tokens, ": must be >= 2");
+  }
   if (!(min_lr_ratio >= 0.0f && min_lr_ratio <= 1.0f))
     SL_THROW(InvalidArgument, "--min-lr-ratio ", min_lr_ratio, ": must be in [0, 1]");
   const std::pair<const char*, int> overrides[] = {{"--n-layer", n_layer},
@@ -136,9 +157,7 @@ void TrainConfig::validate() const {
   // --ranks is the world size unless mpirun decides it (backend mpi, or nccl with one process per
   // GPU); then each rank checks the batch split against the MPI world.
   if (backend == "local" || (backend == "nccl" && !under_mpirun())) {
-    if (batch % (ranks * static_cast<int64_t>(accum)) != 0)
-      SL_THROW(InvalidArgument, "--batch ", batch, " must split evenly over --ranks ", ranks,
-               " x --accum ", accum, " (use a multiple of ", ranks * accum, ")");
+    check_split(ranks);
     if (strategy == Strategy::hybrid_shard && hybrid_group > 0 && ranks % hybrid_group != 0)
       SL_THROW(InvalidArgument, "--hybrid-group ", hybrid_group, " must divide --ranks ", ranks);
   }
@@ -162,6 +181,20 @@ void TrainConfig::validate() const {
              " exceeds the model's vocab_size ", m.vocab_size);
 }
 
+void TrainConfig::check_split(int world) const {
+  const int64_t parts = static_cast<int64_t>(world) * accum;  // int * int: would wrap as int
+  if (batch % parts != 0)
+    SL_THROW(InvalidArgument, "--batch ", batch, " must split evenly over --ranks ", world,
+             " x --accum ", accum, " (use a multiple of ", parts, ")");
+  // The model indexes one rank's micro-batch (rows x T tokens) with 32-bit ints and the loader
+  // sizes its buffers as rows * T: past INT32_MAX those products wrapped, and the run crashed.
+  const int64_t rows = batch / parts;
+  if (rows > std::numeric_limits<int32_t>::max() / seq)
+    SL_THROW(InvalidArgument, "--batch ", batch, " x --seq ", seq, ": a micro-batch of ", rows,
+             " rows x ", seq, " tokens per rank exceeds ", std::numeric_limits<int32_t>::max(),
+             " tokens (raise --ranks or --accum, or lower --batch)");
+}
+
 float TrainConfig::lr_at(int64_t step) const {
   const float peak = optim.lr;
   if (step < warmup) return peak * static_cast<float>(step + 1) / static_cast<float>(warmup);
@@ -178,10 +211,13 @@ std::string TrainConfig::resume_path() const { return resume == "latest" ? ckpt_
 int64_t TrainConfig::print_interval() const {
   if (print_every > 0) return print_every;
   if (steps <= 100) return 1;
-  // About 50 lines: the smallest of 1, 2, 5, 10, 20, 50, ... that is >= steps / 50.
+  // About 50 lines: the smallest of 1, 2, 5, 10, 20, 50, ... that is >= steps / 50. Compared
+  // against ceil(steps / 50) rather than as m * decade * 50 >= steps: that product wrapped past
+  // int64 for steps above ~4.6e18 and the loop never ended.
+  const int64_t target = steps / 50 + (steps % 50 != 0);
   for (int64_t decade = 1;; decade *= 10)
     for (int64_t m : {1, 2, 5})
-      if (m * decade * 50 >= steps) return m * decade;
+      if (m * decade >= target) return m * decade;
 }
 
 // ---- printing -----------------------------------------------------------------------------------

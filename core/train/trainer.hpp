@@ -111,6 +111,10 @@ struct TrainConfig {
   GPTConfig model_config() const;
   // Checks every field; throws InvalidArgument with a message naming the option and its value.
   void validate() const;
+  // Checks that --batch splits evenly over `world` ranks x --accum micro-batches, and that one
+  // micro-batch (rows x --seq tokens) fits the kernels' 32-bit indices. validate() calls it with
+  // --ranks; under mpirun each rank calls it with the MPI world. Throws InvalidArgument.
+  void check_split(int world) const;
   // Learning rate at step s (0-based): linear warmup, then constant or cosine decay.
   float lr_at(int64_t step) const;
   // The print interval print_every resolves to for `steps` steps.
