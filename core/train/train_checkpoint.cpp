@@ -132,8 +132,9 @@ void init_engine_from_safetensors(Engine& engine, const std::string& path) {
   engine.set_steps_done(0);
 }
 
-std::string check_resume(const std::string& path, const TrainConfig& cfg, int64_t corpus_tokens) {
-  const std::string dir = resolve_checkpoint(path);
+std::string check_resume(const std::string& path, const TrainConfig& cfg, int64_t corpus_tokens,
+                         std::string* note) {
+  const std::string dir = resolve_checkpoint(path, note);
   const CheckpointIndex ix = read_index(dir);
   const std::string where = join_path(dir, kIndexFile);
   const std::string diff =
