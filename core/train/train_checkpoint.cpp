@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/base/error.hpp"
+#include "core/base/json_get.hpp"
 #include "core/checkpoint/gpt_checkpoint.hpp"
 #include "core/checkpoint/hf_safetensors.hpp"
 #include "core/checkpoint/index.hpp"
@@ -82,7 +83,7 @@ int64_t loader_position_from(const json& loader, const TrainConfig& cfg, int64_t
                saved.dump(), ", this run has ", v.dump(), " (", option_of(k),
                "): the saved data position would mean other tokens");
   }
-  return loader.at("position").get<int64_t>();
+  return json_int(loader, "position", where + ": loader", 0);
 }
 
 // ---- save and load ------------------------------------------------------------------------------

@@ -101,3 +101,9 @@ printf 'step-3.tmp-999999999' > "$WORK/stale/step-3.pending"
 good stale_leftovers_resume 'resumed from' \
   "$SHARDLAB" train --model tiny --steps 4 --save-every 2 --ckpt-dir "$WORK/stale" --resume latest --trace off
 expect stale_leftovers_removed test ! -e "$WORK/stale/step-3.tmp-999999999" -a ! -e "$WORK/stale/step-3.pending"
+
+# The loader position is an int64 the trainer seeks to: 2^64 - 1 is not one.
+ck_copy position_huge
+ck_edit "$WORK/position_huge/step-2/index.json" 'j["loader"]["position"] = 2**64 - 1'
+bad loader_position_out_of_range "index.json: loader: field 'position' = 18446744073709551615 is out of range" \
+  "$SHARDLAB" train --model tiny --steps 4 --resume "$WORK/position_huge/step-2" --trace off
