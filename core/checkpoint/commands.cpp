@@ -26,7 +26,9 @@ int export_command(const std::string& ckpt_dir, const std::string& out_path,
     return 2;
   }
   try {
-    std::string dir = resolve_checkpoint(ckpt_dir);
+    std::string note;
+    std::string dir = resolve_checkpoint(ckpt_dir, &note);
+    if (!note.empty()) err << "shardlab export: note: " << note << "\n";
     int n = export_safetensors(dir, out_path, dtype);
     out << "exported " << n << " tensors (" << dtype_name(dtype) << ") from " << dir << " to "
         << out_path << "\n";
@@ -52,13 +54,19 @@ std::string chunk_ranges(const std::vector<CkptChunk>& chunks) {
 
 int inspect_command(const std::string& ckpt_dir, std::ostream& out, std::ostream& err) {
   try {
-    CheckpointReader reader(ckpt_dir);
+    std::string note;
+    CheckpointReader reader(resolve_checkpoint(ckpt_dir, &note));
     const CheckpointIndex& ix = reader.index();
     const CheckpointMeta& m = ix.meta;
-    int64_t params = 0, bytes = 0;
+    int64_t params = 0, bytes = 0;  // the index checked that these sums fit
     for (const auto& t : ix.tensors) params += t.numel;
     for (const auto& f : ix.files) bytes += f.bytes;
     out << "checkpoint  " << reader.dir() << "\n";
+    if (!note.empty()) out << "note        " << note << "\n";
+    // Given a root, say what interrupted saves left there (nothing loads them).
+    if (reader.dir() != ckpt_dir)
+      for (const auto& l : checkpoint_leftovers(ckpt_dir))
+        out << "leftover    " << describe_leftover(l) << "\n";
     out << "step        " << m.step << " (optimizer step " << m.optimizer_step << ")\n";
     out << "saved by    " << m.world_size << " ranks, strategy " << m.strategy << "\n";
     out << "model       " << m.model_config.dump() << "\n";

@@ -41,12 +41,7 @@ int export_safetensors(const std::string& ckpt_path, const std::string& out_path
       {"shardlab.model_config", ix.meta.model_config.dump()},
   };
   SafetensorsWriter w(out_path, decls, dtype, metadata);
-  std::vector<float> buf;
-  for (const auto& t : ix.tensors) {
-    buf.resize(static_cast<size_t>(t.numel));
-    reader.read(t, kStateParams, 0, t.numel, buf.data());
-    w.write_next(buf.data());
-  }
+  for (const auto& t : ix.tensors) w.write_next(reader.read_tensor(t, kStateParams).data());
   w.finish();
   return static_cast<int>(ix.tensors.size());
 }

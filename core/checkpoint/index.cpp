@@ -2,11 +2,15 @@
 #include "core/checkpoint/index.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <set>
 
 #include "core/base/error.hpp"
 #include "core/base/file_io.hpp"
+#include "core/base/json_get.hpp"
 
 namespace shardlab {
 
@@ -41,19 +45,37 @@ const CkptFileEntry* CheckpointIndex::find_file(const std::string& name) const {
 
 namespace {
 
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+
+// The product of the dimensions, or -1 when a dimension is negative or the product overflows.
 int64_t shape_numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
   return n;
 }
 
-uint32_t parse_crc(const json& j, const std::string& path) {
-  std::string s = j.get<std::string>();
-  char* end = nullptr;
-  unsigned long v = std::strtoul(s.c_str(), &end, 16);
-  if (s.empty() || s.size() > 8 || *end != '\0')
-    SL_THROW(IoError, path, ": crc32c \"", s, "\" is not 8 hex digits");
-  return static_cast<uint32_t>(v);
+// A JSON array of integers in [lo, hi] (shapes): strict like json_int, naming the element.
+std::vector<int64_t> json_int_array(const json& j, const char* key, const std::string& where,
+                                    int64_t lo, int64_t hi) {
+  if (!j.is_object() || !j.contains(key))
+    SL_THROW(IoError, where, ": field '", key, "' is missing");
+  const json& a = j.at(key);
+  if (!a.is_array()) SL_THROW(IoError, where, ": field '", key, "' must be an array, not ", a.dump());
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::string field = std::string(key) + "[" + std::to_string(i) + "]";
+    out.push_back(json_int(json{{field, a[i]}}, field.c_str(), where, lo, hi));
+  }
+  return out;
+}
+
+uint32_t parse_crc(const std::string& s, const std::string& where) {
+  bool ok = s.size() == 8;
+  for (char ch : s) ok = ok && std::isxdigit(static_cast<unsigned char>(ch));
+  if (!ok) SL_THROW(IoError, where, ": crc32c \"", s.substr(0, 16), "\" is not 8 hex digits");
+  return static_cast<uint32_t>(std::strtoul(s.c_str(), nullptr, 16));
 }
 
 ojson chunk_to_json(const CkptChunk& c) {
@@ -66,13 +88,13 @@ ojson chunk_to_json(const CkptChunk& c) {
   return j;
 }
 
-CkptChunk chunk_from_json(const json& j, const std::string& path) {
+CkptChunk chunk_from_json(const json& j, const std::string& where) {
   CkptChunk c;
-  c.file = j.at("file").get<std::string>();
-  c.begin = j.at("begin").get<int64_t>();
-  c.count = j.at("count").get<int64_t>();
-  c.offset = j.at("offset").get<int64_t>();
-  c.crc32c = parse_crc(j.at("crc32c"), path);
+  c.file = json_string(j, "file", where);
+  c.begin = json_int(j, "begin", where, 0, kInt64Max);
+  c.count = json_int(j, "count", where, 1, kInt64Max);
+  c.offset = json_int(j, "offset", where, 0, kInt64Max);
+  c.crc32c = parse_crc(json_string(j, "crc32c", where), where);
   return c;
 }
 
@@ -96,17 +118,27 @@ ojson tensor_to_json(const CkptIndexTensor& t) {
 
 CkptIndexTensor tensor_from_json(const json& j, const std::string& path) {
   CkptIndexTensor t;
-  t.name = j.at("name").get<std::string>();
-  t.unit = j.at("unit").get<int>();
-  t.offset = j.at("offset").get<int64_t>();
-  t.shape = j.at("shape").get<std::vector<int64_t>>();
-  t.numel = j.at("numel").get<int64_t>();
-  if (j.contains("dtype") && j.at("dtype").get<std::string>() != "F32")
-    SL_THROW(IoError, path, ": tensor ", t.name, ": dtype ", j.at("dtype").get<std::string>(),
+  t.name = json_string(j, "name", path + ": tensor");
+  if (t.name.empty()) SL_THROW(IoError, path, ": a tensor has an empty name");
+  const std::string where = path + ": tensor " + t.name;
+  t.unit = static_cast<int>(json_int(j, "unit", where, 0, kIntMax));
+  t.offset = json_int(j, "offset", where, 0, kInt64Max);
+  t.shape = json_int_array(j, "shape", where, 0, kInt64Max);
+  t.numel = json_int(j, "numel", where, 0, kInt64Max);
+  if (j.contains("dtype") && json_string(j, "dtype", where) != "F32")
+    SL_THROW(IoError, where, ": dtype ", j.at("dtype").get<std::string>(),
              " (checkpoints store F32)");
-  if (j.contains("states"))
-    for (const auto& [state, list] : j.at("states").items())
-      for (const auto& c : list) t.chunks[state].push_back(chunk_from_json(c, path));
+  if (j.contains("states")) {
+    if (!j.at("states").is_object())
+      SL_THROW(IoError, where, ": field 'states' must be an object, not ", j.at("states").dump());
+    for (const auto& [state, list] : j.at("states").items()) {
+      if (!list.is_array())
+        SL_THROW(IoError, where, " state ", state, ": chunks must be an array, not ", list.dump());
+      for (size_t i = 0; i < list.size(); ++i)
+        t.chunks[state].push_back(chunk_from_json(
+            list[i], where + " state " + state + " chunk " + std::to_string(i)));
+    }
+  }
   return t;
 }
 
@@ -138,6 +170,10 @@ std::string tiling_problem(const CkptIndexTensor& t, const std::string& state,
       return head + "elements [" + std::to_string(std::min(next, c.begin)) + ", " +
              std::to_string(std::max(next, c.begin)) + ") are " +
              (c.begin > next ? "missing" : "stored twice (" + c.file + " and another file)");
+    // next <= numel here, so numel - next does not overflow; begin + count might.
+    if (c.count > t.numel - next)
+      return head + "chunk [" + std::to_string(c.begin) + ", +" + std::to_string(c.count) +
+             ") reaches past numel " + std::to_string(t.numel);
     next = c.begin + c.count;
   }
   if (next != t.numel)
@@ -173,40 +209,67 @@ CheckpointIndex index_from_json(const json& j, const std::string& path) {
     if (!j.is_object() || j.value("format", "") != kIndexFormat)
       SL_THROW(IoError, path, ": not a shardlab checkpoint index (field \"format\" is not \"",
                kIndexFormat, "\")");
-    int version = j.at("version").get<int>();
+    const int64_t version = json_int(j, "version", path);
     if (version != kIndexVersion)
       SL_THROW(IoError, path, ": index version ", version, ", this build reads ", kIndexVersion);
     CheckpointMeta& m = ix.meta;
-    m.step = j.at("step").get<int64_t>();
-    m.optimizer_step = j.at("optimizer_step").get<int64_t>();
-    m.strategy = j.at("strategy").get<std::string>();
-    m.world_size = j.at("world_size").get<int>();
+    m.step = json_int(j, "step", path, 0, kInt64Max);
+    m.optimizer_step = json_int(j, "optimizer_step", path, 0, kInt64Max);
+    m.strategy = json_string(j, "strategy", path);
+    m.world_size = static_cast<int>(json_int(j, "world_size", path, 1, kIntMax));
     m.model_config = j.at("model_config");
     m.loader = j.value("loader", json::object());
     m.rng = j.value("rng", json::object());
     m.extra = j.value("extra", json::object());
     if (j.contains("rank_states")) m.rank_states = j.at("rank_states").get<std::vector<json>>();
-    ix.states = j.at("states").get<std::vector<std::string>>();
+    // The states are what every load reads and every verify checks: an empty list would make
+    // a checkpoint with corrupt shards look verified.
+    if (!j.contains("states") || !j.at("states").is_array() || j.at("states").empty())
+      SL_THROW(IoError, path, ": field 'states' must be a non-empty array of state names, not ",
+               j.contains("states") ? j.at("states").dump() : std::string("missing"));
+    for (const auto& s : j.at("states")) {
+      if (!s.is_string() || s.get<std::string>().empty())
+        SL_THROW(IoError, path, ": field 'states': ", s.dump(), " is not a state name");
+      if (std::find(ix.states.begin(), ix.states.end(), s.get<std::string>()) != ix.states.end())
+        SL_THROW(IoError, path, ": field 'states': ", s.dump(), " is listed twice");
+      ix.states.push_back(s.get<std::string>());
+    }
+    if (!j.contains("files") || !j.at("files").is_array())
+      SL_THROW(IoError, path, ": field 'files' must be an array");
     for (const auto& f : j.at("files")) {
       CkptFileEntry e;
-      e.name = f.at("name").get<std::string>();
-      e.rank = f.at("rank").get<int>();
-      e.bytes = f.at("bytes").get<int64_t>();
-      if (e.name.find('/') != std::string::npos || e.name == ".." || e.bytes < 0)
+      e.name = json_string(f, "name", path + ": files[]");
+      const std::string where = path + ": file " + e.name;
+      if (e.name.empty() || e.name.find('/') != std::string::npos || e.name == "." ||
+          e.name == "..")
         SL_THROW(IoError, path, ": file entry \"", e.name, "\" is not a plain file name");
+      if (ix.find_file(e.name)) SL_THROW(IoError, where, " is listed twice in 'files'");
+      e.rank = static_cast<int>(json_int(f, "rank", where, 0, kIntMax));
+      e.bytes = json_int(f, "bytes", where, 0, kInt64Max);
       ix.files.push_back(e);
     }
+    if (!j.contains("tensors") || !j.at("tensors").is_array() || j.at("tensors").empty())
+      SL_THROW(IoError, path, ": field 'tensors' must be a non-empty array");
     for (const auto& t : j.at("tensors")) ix.tensors.push_back(tensor_from_json(t, path));
   } catch (const nlohmann::json::exception& e) {
     SL_THROW(IoError, path, ": malformed index: ", e.what());
   }
 
+  // Byte ranges each file's chunks claim, [offset, offset + 4 * count), to check they tile it.
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> claimed;
   std::set<std::string> names;
+  int64_t total_numel = 0;
   for (const auto& t : ix.tensors) {
     if (!names.insert(t.name).second) SL_THROW(IoError, path, ": tensor ", t.name, " listed twice");
     if (shape_numel(t.shape) != t.numel)
       SL_THROW(IoError, path, ": tensor ", t.name, ": shape ", format_shape(t.shape),
                " does not hold numel ", t.numel);
+    if (__builtin_add_overflow(total_numel, t.numel, &total_numel))
+      SL_THROW(IoError, path, ": tensor ", t.name, ": the tensors' numel overflows 64 bits");
+    for (const auto& [state, chunks] : t.chunks)
+      if (std::find(ix.states.begin(), ix.states.end(), state) == ix.states.end())
+        SL_THROW(IoError, path, ": tensor ", t.name, " has chunks for state ", state,
+                 ", which field 'states' does not list (", json(ix.states).dump(), ")");
     for (const auto& state : ix.states) {
       auto it = t.chunks.find(state);
       if (it == t.chunks.end())
@@ -216,12 +279,35 @@ CheckpointIndex index_from_json(const json& j, const std::string& path) {
       for (const auto& c : it->second) {
         const CkptFileEntry* f = ix.find_file(c.file);
         if (!f) SL_THROW(IoError, path, ": tensor ", t.name, " refers to unknown file ", c.file);
-        if (c.offset < 0 || c.offset + c.count * 4 > f->bytes)
-          SL_THROW(IoError, path, ": tensor ", t.name, " state ", state, ": bytes [", c.offset,
-                   ", ", c.offset + c.count * 4, ") lie outside ", c.file, " (", f->bytes,
-                   " bytes)");
+        // offset and count are >= 0 (json_int); compare without forming offset + 4 * count.
+        if (c.offset > f->bytes || c.count > (f->bytes - c.offset) / 4)
+          SL_THROW(IoError, path, ": tensor ", t.name, " state ", state, ": chunk at byte ",
+                   c.offset, " with ", c.count, " elements lies outside ", c.file, " (",
+                   f->bytes, " bytes)");
+        claimed[c.file].push_back({c.offset, c.offset + c.count * 4});
       }
     }
+  }
+  // Every byte of every file belongs to exactly one chunk, so verifying the chunks verifies the
+  // whole file (a file with bytes no CRC covers could hide anything). Summing the sizes bounds
+  // every total a reader forms (4 * numel of all tensors of one state is at most this).
+  int64_t total_bytes = 0;
+  for (const auto& f : ix.files) {
+    if (__builtin_add_overflow(total_bytes, f.bytes, &total_bytes))
+      SL_THROW(IoError, path, ": file ", f.name, ": the files' sizes overflow 64 bits");
+    auto& ranges = claimed[f.name];
+    std::sort(ranges.begin(), ranges.end());
+    int64_t next = 0;
+    for (const auto& [b, e] : ranges) {
+      if (b != next)
+        SL_THROW(IoError, path, ": file ", f.name, ": bytes [", std::min(b, next), ", ",
+                 std::max(b, next), ") ",
+                 b > next ? "are covered by no chunk's checksum" : "belong to two chunks");
+      next = e;
+    }
+    if (next != f.bytes)
+      SL_THROW(IoError, path, ": file ", f.name, ": bytes [", next, ", ", f.bytes,
+               ") are covered by no chunk's checksum");
   }
   return ix;
 }
@@ -230,13 +316,33 @@ CheckpointIndex read_index(const std::string& checkpoint_dir) {
   std::string path = join_path(checkpoint_dir, kIndexFile);
   if (!path_exists(path))
     SL_THROW(IoError, path, ": missing (not a complete checkpoint directory)");
+  return index_from_json(parse_json_strict(read_text_file(path), path), path);
+}
+
+json parse_json_strict(const std::string& text, const std::string& where) {
+  // One set of keys per open object; the parser reports keys in order, so a repeat is seen.
+  std::vector<std::set<std::string>> open;
+  std::string repeated;
+  auto cb = [&](int, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::object_start) {
+      open.emplace_back();
+    } else if (ev == json::parse_event_t::object_end) {
+      if (!open.empty()) open.pop_back();
+    } else if (ev == json::parse_event_t::key && !open.empty()) {
+      if (!open.back().insert(parsed.get<std::string>()).second && repeated.empty())
+        repeated = parsed.get<std::string>();
+    }
+    return true;
+  };
   json j;
   try {
-    j = json::parse(read_text_file(path));
+    j = json::parse(text, cb);
   } catch (const nlohmann::json::exception& e) {
-    SL_THROW(IoError, path, ": not valid JSON (truncated?): ", e.what());
+    SL_THROW(IoError, where, ": not valid JSON (truncated?): ", e.what());
   }
-  return index_from_json(j, path);
+  if (!repeated.empty())
+    SL_THROW(IoError, where, ": key '", repeated.substr(0, 64), "' appears twice in one object");
+  return j;
 }
 
 // ---- manifests
@@ -256,10 +362,10 @@ json manifest_to_json(const RankManifest& m) {
 RankManifest manifest_from_json(const json& j, const std::string& path) {
   RankManifest m;
   try {
-    m.rank = j.at("rank").get<int>();
-    m.file.name = j.at("file").at("name").get<std::string>();
-    m.file.rank = j.at("file").at("rank").get<int>();
-    m.file.bytes = j.at("file").at("bytes").get<int64_t>();
+    m.rank = static_cast<int>(json_int(j, "rank", path, 0, kIntMax));
+    m.file.name = json_string(j.at("file"), "name", path);
+    m.file.rank = static_cast<int>(json_int(j.at("file"), "rank", path, 0, kIntMax));
+    m.file.bytes = json_int(j.at("file"), "bytes", path, 0, kInt64Max);
     m.states = j.at("states").get<std::vector<std::string>>();
     for (const auto& t : j.at("tensors")) m.tensors.push_back(tensor_from_json(t, path));
     m.rank_state = j.value("rank_state", json());

@@ -55,9 +55,15 @@ struct CheckpointIndex {
 
 nlohmann::ordered_json index_to_json(const CheckpointIndex& index);
 // Parses and validates (types, shapes, chunk tiling, ranges inside the files); IoError naming
-// `path` and the field on any problem.
+// `path` and the field on any problem. Integers must be JSON integers in range (step >= 0, ...);
+// `states` must be non-empty and every tensor must hold chunks for exactly those states; the
+// chunks of each file must tile its `bytes` exactly, so every stored byte is under a CRC.
 CheckpointIndex index_from_json(const nlohmann::json& j, const std::string& path);
 CheckpointIndex read_index(const std::string& checkpoint_dir);
+
+// JSON text from a user's file, parsed like json::parse but refusing an object with the same key
+// twice (nlohmann keeps the last one silently). IoError "WHERE: ..." on any problem.
+nlohmann::json parse_json_strict(const std::string& text, const std::string& where);
 
 // ---- per-rank manifests, merged by rank 0 into the index during a save
 

@@ -1,8 +1,14 @@
 // Checkpoint load: index validation, layout and config matching, range reads with checksums.
 #include "core/checkpoint/load.hpp"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <set>
 
 #include "core/base/error.hpp"
@@ -12,18 +18,193 @@ namespace shardlab {
 
 using json = nlohmann::json;
 
-std::string resolve_checkpoint(const std::string& path) {
+// ---- latest, leftovers of interrupted saves
+
+namespace {
+
+// step-<digits> (1 to 18 digits) exactly: a published checkpoint's name. Returns the step or -1.
+int64_t step_of_name(const std::string& name) {
+  if (name.rfind("step-", 0) != 0 || name.size() == 5 || name.size() > 5 + 18) return -1;
+  for (size_t i = 5; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return -1;
+  return std::stoll(name.substr(5));
+}
+
+// At most `n` bytes of `s`, printable ASCII as is and anything else as \xNN, for messages about
+// files that may hold anything.
+std::string escaped_prefix(const std::string& s, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < n; ++i) {
+    unsigned char ch = static_cast<unsigned char>(s[i]);
+    if (ch >= 0x20 && ch < 0x7f && ch != '\\' && ch != '"') {
+      out += static_cast<char>(ch);
+    } else {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+      out += buf;
+    }
+  }
+  if (s.size() > n) out += "...";
+  return out;
+}
+
+// The step name a `latest` file holds ("step-20\n"); IoError for anything else.
+std::string read_latest(const std::string& latest) {
+  constexpr int64_t kMaxLatestBytes = 64;  // "step-" + 18 digits + newline, with room to spare
+  FileHandle f = FileHandle::open_read(latest);
+  const int64_t size = f.size();
+  std::string text(static_cast<size_t>(std::min(size, kMaxLatestBytes)), '\0');
+  f.read_at(text.data(), static_cast<int64_t>(text.size()), 0);
+  std::string name = text;
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  if (size > kMaxLatestBytes || step_of_name(name) < 0)
+    SL_THROW(IoError, latest, ": not a valid step name (", size, " bytes starting \"",
+             escaped_prefix(text, 24), "\"; a save writes \"step-<k>\")");
+  return name;
+}
+
+// The pid after "<prefix>.tmp-" or ".old-" in a leftover's name, or -1.
+long pid_after(const std::string& name, size_t pos) {
+  if (pos >= name.size() || name.size() - pos > 10) return -1;
+  for (size_t i = pos; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return -1;
+  return std::stol(name.substr(pos));
+}
+
+}  // namespace
+
+std::vector<CkptLeftover> checkpoint_leftovers(const std::string& root) {
+  std::vector<CkptLeftover> out;
+  if (!is_directory(root)) return out;
+  for (const auto& e : list_dir(root)) {
+    CkptLeftover l;
+    l.name = e;
+    size_t dot = e.find('.');
+    std::string head = e.substr(0, dot);
+    if (dot == std::string::npos || (head != "latest" && step_of_name(head) < 0)) continue;
+    l.step = step_of_name(head);
+    std::string tail = e.substr(dot);
+    if (tail.rfind(".tmp-", 0) == 0) {
+      l.kind = "tmp";
+      l.pid = pid_after(e, dot + 5);
+    } else if (tail.rfind(".old-", 0) == 0 && l.step >= 0) {
+      l.kind = "old";
+      l.pid = pid_after(e, dot + 5);
+    } else if (tail == ".pending" && l.step >= 0) {
+      l.kind = "pending";
+      // Its content names the temp dir, whose suffix is the saving process's pid.
+      try {
+        std::string t = read_text_file(join_path(root, e));
+        size_t p = t.rfind(".tmp-");
+        if (t.size() < 64 && p != std::string::npos) l.pid = pid_after(t, p + 5);
+      } catch (const Error&) {
+      }
+    } else {
+      continue;
+    }
+    l.complete = l.kind != "pending" && path_exists(join_path(join_path(root, e), kIndexFile));
+    out.push_back(l);
+  }
+  return out;
+}
+
+bool leftover_owner_running(const CkptLeftover& l) {
+  if (l.pid <= 0 || l.pid == static_cast<long>(::getpid())) return false;
+  // kill(pid, 0) probes without sending: EPERM means it exists under another user.
+  return ::kill(static_cast<pid_t>(l.pid), 0) == 0 || errno == EPERM;
+}
+
+std::string describe_leftover(const CkptLeftover& l) {
+  std::string owner = l.pid <= 0 ? "an unknown process"
+                                 : "pid " + std::to_string(l.pid) +
+                                       (leftover_owner_running(l) ? " (running)" : " (not running)");
+  std::string step = l.step >= 0 ? " of step " + std::to_string(l.step) : " of latest";
+  std::string what;
+  if (l.kind == "tmp")
+    what = l.step < 0 ? "a half-written latest file"
+                      : std::string(l.complete ? "a save" : "an unfinished save") + step +
+                            " that never became visible";
+  else if (l.kind == "old")
+    what = "the previous copy" + step + ", moved aside by a save that replaced it";
+  else
+    what = "the note of a save" + step + " naming its temp directory";
+  return l.name + ": " + what + ", by " + owner + "; never loaded, removed by the next save" +
+         (leftover_owner_running(l) ? " once that process has ended" : "");
+}
+
+std::string complete_checkpoint_problem(const std::string& dir, int64_t step) {
+  if (!path_exists(join_path(dir, kIndexFile))) return join_path(dir, kIndexFile) + ": missing";
+  try {
+    CheckpointReader reader(dir);
+    if (step >= 0 && reader.index().meta.step != step)
+      return join_path(dir, kIndexFile) + ": holds step " +
+             std::to_string(reader.index().meta.step) + ", not " + std::to_string(step);
+    std::vector<std::string> problems = reader.verify_all();
+    if (!problems.empty()) return problems.front();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string recover_missing_step(const std::string& root, const std::string& name,
+                                 std::string* why) {
+  const int64_t step = step_of_name(name);
+  std::vector<CkptLeftover> candidates;
+  for (const auto& l : checkpoint_leftovers(root))
+    if (l.step == step && step >= 0 && l.complete && !leftover_owner_running(l))
+      candidates.push_back(l);
+  if (candidates.empty()) return "";
+  // The moved-aside copy first: it is the one `latest` named when it was published.
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const CkptLeftover& a, const CkptLeftover& b) {
+                     return a.kind == "old" && b.kind != "old";
+                   });
+  std::string rejected;
+  for (const auto& l : candidates) {
+    std::string dir = join_path(root, l.name);
+    std::string problem = complete_checkpoint_problem(dir, step);
+    if (problem.empty()) {
+      if (why) *why = l.name + ", a complete copy of step " + std::to_string(step) +
+                      " left by an interrupted save (its checksums verify)";
+      return dir;
+    }
+    rejected += "; " + l.name + " is not usable: " + problem;
+  }
+  // Copies of the step exist but none is whole: the newest complete published step instead.
+  std::vector<int64_t> steps;
+  for (const auto& e : list_dir(root))
+    if (step_of_name(e) >= 0 && path_exists(join_path(join_path(root, e), kIndexFile)))
+      steps.push_back(step_of_name(e));
+  std::sort(steps.rbegin(), steps.rend());
+  for (int64_t s : steps) {
+    std::string dir = join_path(root, "step-" + std::to_string(s));
+    if (complete_checkpoint_problem(dir, s).empty()) {
+      if (why) *why = "step-" + std::to_string(s) + ", the newest complete checkpoint" + rejected;
+      return dir;
+    }
+  }
+  return "";
+}
+
+std::string resolve_checkpoint(const std::string& path, std::string* note) {
   if (path_exists(join_path(path, kIndexFile))) return path;
   std::string latest = join_path(path, "latest");
   if (path_exists(latest)) {
-    std::string name = read_text_file(latest);
-    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-    if (name.empty() || name.find('/') != std::string::npos)
-      SL_THROW(IoError, latest, ": malformed (\"", name, "\")");
+    std::string name = read_latest(latest);
     std::string dir = join_path(path, name);
-    if (!path_exists(join_path(dir, kIndexFile)))
+    if (path_exists(join_path(dir, kIndexFile))) return dir;
+    // A save killed while replacing this very step (moved aside, new copy not yet renamed in)
+    // leaves complete copies next to it: load one of those rather than fail.
+    std::string why;
+    std::string recovered = recover_missing_step(path, name, &why);
+    if (recovered.empty())
       SL_THROW(IoError, latest, ": points to ", name, ", which has no ", kIndexFile);
-    return dir;
+    std::string text = latest + " names " + name + ", which is " +
+                       (path_exists(dir) ? "incomplete" : "missing") + "; using " + why;
+    if (note) *note = text;
+    else std::cerr << "note: " << text << "\n";
+    return recovered;
   }
   SL_THROW(IoError, path, ": not a checkpoint (no ", kIndexFile, " and no latest file)");
 }
@@ -77,8 +258,9 @@ void CheckpointReader::read_checked(const CkptIndexTensor& t, const std::string&
                                     int64_t begin, int64_t count, float* out, bool verify) {
   auto it = t.chunks.find(state);
   SL_CHECK(it != t.chunks.end(), dir_, ": tensor ", t.name, " has no state ", state);
-  SL_CHECK(begin >= 0 && count >= 0 && begin + count <= t.numel, dir_, ": tensor ", t.name,
-           ": elements [", begin, ", ", begin + count, ") outside its ", t.numel);
+  SL_CHECK(begin >= 0 && count >= 0 && begin <= t.numel && count <= t.numel - begin, dir_,
+           ": tensor ", t.name, ": elements [", begin, ", +", count, ") outside its ", t.numel);
+  check_files(t, state);
   std::vector<float> buf;
   for (const auto& c : it->second) {
     int64_t lo = std::max(begin, c.begin), hi = std::min(begin + count, c.begin + c.count);
@@ -100,6 +282,20 @@ void CheckpointReader::read_checked(const CkptIndexTensor& t, const std::string&
   }
 }
 
+void CheckpointReader::check_files(const CkptIndexTensor& t, const std::string& state) {
+  auto it = t.chunks.find(state);
+  if (it == t.chunks.end()) return;
+  for (const auto& c : it->second) file(c.file);
+}
+
+std::vector<float> CheckpointReader::read_tensor(const CkptIndexTensor& t, const std::string& state) {
+  // The files' real sizes bound numel (the chunks tile both), so check them before allocating.
+  check_files(t, state);
+  std::vector<float> out(static_cast<size_t>(t.numel));
+  read(t, state, 0, t.numel, out.data());
+  return out;
+}
+
 std::vector<std::string> CheckpointReader::verify_all() {
   std::vector<std::string> problems;
   std::vector<float> buf;
@@ -112,8 +308,9 @@ std::vector<std::string> CheckpointReader::verify_all() {
   }
   for (const auto& t : index_.tensors)
     for (const auto& s : index_.states) {
-      buf.resize(static_cast<size_t>(t.numel));
       try {
+        check_files(t, s);  // before allocating numel floats an edited index may claim
+        buf.resize(static_cast<size_t>(t.numel));
         read_checked(t, s, 0, t.numel, buf.data(), true);
       } catch (const Error& e) {
         // A missing or truncated file fails every read from it: report it once.

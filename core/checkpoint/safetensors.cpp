@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "core/base/error.hpp"
+#include "core/base/json_get.hpp"
 #include "core/checkpoint/index.hpp"
 
 namespace shardlab {
@@ -64,12 +66,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
   header_bytes_ = static_cast<int64_t>(n);
   std::string text(static_cast<size_t>(n), '\0');
   file_.read_at(text.data(), header_bytes_, 8);
-  json h;
-  try {
-    h = json::parse(text);
-  } catch (const json::exception& e) {
-    SL_THROW(IoError, path, ": header is not valid JSON: ", e.what());
-  }
+  // Duplicate keys would let one tensor name point at two ranges (nlohmann keeps the last).
+  json h = parse_json_strict(text, path + ": header");
   if (!h.is_object()) SL_THROW(IoError, path, ": header is not a JSON object");
   int64_t data_bytes = size - 8 - header_bytes_;
   for (auto& [key, v] : h.items()) {
@@ -84,26 +82,36 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     }
     SafetensorsEntry e;
     e.name = key;
-    try {
-      e.dtype = v.at("dtype").get<std::string>();
-      e.shape = v.at("shape").get<std::vector<int64_t>>();
-      auto off = v.at("data_offsets").get<std::vector<int64_t>>();
-      if (off.size() != 2) SL_THROW(IoError, path, ": tensor ", key, ": data_offsets needs 2 numbers");
-      e.begin = off[0];
-      e.end = off[1];
-    } catch (const json::exception& ex) {
-      SL_THROW(IoError, path, ": tensor ", key, ": ", ex.what());
+    const std::string where = path + ": tensor " + key;
+    // Strict integers: 1.5 or 1e30 in a shape or an offset is damage, not a value to truncate.
+    e.dtype = json_string(v, "dtype", where);
+    const json* off = v.is_object() && v.contains("data_offsets") ? &v.at("data_offsets") : nullptr;
+    if (!off || !off->is_array() || off->size() != 2)
+      SL_THROW(IoError, where, ": data_offsets needs 2 numbers");
+    const int64_t kMax = std::numeric_limits<int64_t>::max();
+    e.begin = json_int(json{{"data_offsets[0]", (*off)[0]}}, "data_offsets[0]", where, 0, kMax);
+    e.end = json_int(json{{"data_offsets[1]", (*off)[1]}}, "data_offsets[1]", where, 0, kMax);
+    if (!v.contains("shape") || !v.at("shape").is_array())
+      SL_THROW(IoError, where, ": field 'shape' must be an array");
+    const json& shape = v.at("shape");
+    for (size_t i = 0; i < shape.size(); ++i) {
+      const std::string field = "shape[" + std::to_string(i) + "]";
+      e.shape.push_back(json_int(json{{field, shape[i]}}, field.c_str(), where, 0, kMax));
     }
     int64_t item = dtype_bytes(e.dtype);
     if (item == 0) SL_THROW(IoError, path, ": tensor ", key, ": unknown dtype ", e.dtype);
-    for (int64_t d : e.shape)
-      if (d < 0) SL_THROW(IoError, path, ": tensor ", key, ": negative dimension");
-    if (e.begin < 0 || e.end < e.begin || e.end > data_bytes)
+    if (e.end < e.begin || e.end > data_bytes)
       SL_THROW(IoError, path, ": tensor ", key, ": data_offsets [", e.begin, ", ", e.end,
                "] outside the data section of ", data_bytes, " bytes (truncated?)");
-    if (e.end - e.begin != e.numel() * item)
+    // The byte size of the shape, without overflow: a product past the data section is damage.
+    int64_t bytes = item;
+    for (int64_t d : e.shape)
+      if (__builtin_mul_overflow(bytes, d, &bytes))
+        SL_THROW(IoError, path, ": tensor ", key, ": shape ", format_shape(e.shape),
+                 " is larger than 2^63 bytes");
+    if (e.end - e.begin != bytes)
       SL_THROW(IoError, path, ": tensor ", key, ": ", e.end - e.begin, " bytes for shape ",
-               format_shape(e.shape), " of ", e.dtype, " (", e.numel() * item, " expected)");
+               format_shape(e.shape), " of ", e.dtype, " (", bytes, " expected)");
     entries_.push_back(std::move(e));
   }
   std::sort(entries_.begin(), entries_.end(),
@@ -122,8 +130,8 @@ const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
 
 void SafetensorsFile::read_f32(const SafetensorsEntry& e, int64_t begin, int64_t count,
                                float* out) const {
-  SL_CHECK(begin >= 0 && count >= 0 && begin + count <= e.numel(), path_, ": tensor ", e.name,
-           ": elements [", begin, ", ", begin + count, ") outside its ", e.numel());
+  SL_CHECK(begin >= 0 && count >= 0 && begin <= e.numel() && count <= e.numel() - begin, path_,
+           ": tensor ", e.name, ": elements [", begin, ", +", count, ") outside its ", e.numel());
   DType t;
   if (e.dtype == "F32") t = DType::f32;
   else if (e.dtype == "BF16") t = DType::bf16;

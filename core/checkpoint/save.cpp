@@ -1,16 +1,21 @@
 // Checkpoint save: per-rank shard files and manifests, rank 0's index, then the atomic publish.
 #include "core/checkpoint/save.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <map>
 
 #include "core/base/error.hpp"
 #include "core/checkpoint/crc32c.hpp"
 #include "core/base/file_io.hpp"
 #include "core/checkpoint/index.hpp"
+#include "core/checkpoint/load.hpp"
 #include "core/comm/communicator.hpp"
 
 namespace shardlab {
@@ -170,6 +175,54 @@ void write_rank_files(const std::string& dir, const std::vector<CkptShard>& shar
   mf.close();
 }
 
+// Swaps two directories in one atomic step where the kernel and the file system can (Linux
+// renameat2 RENAME_EXCHANGE); false when they cannot, so the caller falls back to two renames.
+bool exchange_paths(const std::string& a, const std::string& b) {
+#if defined(__linux__) && defined(RENAME_EXCHANGE)
+  if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0) return true;
+  if (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP || errno == EOPNOTSUPP) return false;
+  SL_THROW(IoError, "cannot exchange ", a, " and ", b, ": ", std::strerror(errno));
+#else
+  (void)a;
+  (void)b;
+  return false;
+#endif
+}
+
+// Removes what interrupted saves left in `root` (temp dirs, moved-aside copies, pending notes,
+// half-written latest files), except those of another process that still runs: its save may be
+// in progress. Leftovers of this process are from its own earlier failed saves.
+void remove_stale_leftovers(const std::string& root) {
+  for (const auto& l : checkpoint_leftovers(root))
+    if (!leftover_owner_running(l)) remove_all(join_path(root, l.name));
+}
+
+// Rank 0, before a save: when `latest` names a step that is missing or incomplete (a save killed
+// between moving the old copy aside and renaming the new one in), puts a verified complete copy
+// back under that name, or points `latest` at the newest complete step, so that removing the
+// leftovers next does not leave `latest` naming nothing.
+void repair_latest(const std::string& root, bool do_fsync) {
+  if (!path_exists(join_path(root, kLatestFile))) return;
+  std::string note, dir;
+  try {
+    dir = resolve_checkpoint(root, &note);
+  } catch (const Error&) {
+    return;  // nothing loadable to repair with; this save's `latest` replaces it
+  }
+  if (note.empty()) return;
+  std::string name = dir.substr(dir.find_last_of('/') + 1);
+  const size_t dot = name.find('.');
+  if (dot == std::string::npos) {
+    write_file_atomic(join_path(root, kLatestFile), name + "\n");  // another, complete step
+  } else {
+    std::string target = join_path(root, name.substr(0, dot));
+    remove_all(target);  // an incomplete directory under the step's name, if any
+    rename_path(dir, target);
+    if (do_fsync) sync_dir(root);
+  }
+  std::cerr << "note: " << note << "; repaired before saving\n";
+}
+
 // Rank 0, after every rank's files are durable: index.json, rename, latest, cleanup.
 std::string publish(const std::string& root, const std::string& tmp, const CheckpointMeta& meta,
                     int world, const SaveOptions& opt) {
@@ -205,14 +258,21 @@ std::string publish(const std::string& root, const std::string& tmp, const Check
 
   std::string name = step_name(meta.step);
   std::string final_dir = join_path(root, name);
-  std::string old_dir;
-  if (path_exists(final_dir)) {
-    // Saving a step twice replaces it; the old copy moves aside first so rename() succeeds.
-    old_dir = final_dir + ".old-" + std::to_string(::getpid());
+  if (!path_exists(final_dir)) {
+    rename_path(tmp, final_dir);
+  } else if (opt.exchange && exchange_paths(tmp, final_dir)) {
+    // Saving a step twice replaces it. Swapped in one step, step-<k> is whole at every instant
+    // (`latest` may name it); the temp name now holds the old copy, removed below.
+  } else {
+    // Without an atomic swap the old copy moves aside first so rename() succeeds. Killed between
+    // the two renames, step-<k> is missing while both copies are complete: resolve_checkpoint
+    // loads one of them, and the next save renames it back into place (repair_latest).
+    std::string old_dir = final_dir + ".old-" + std::to_string(::getpid());
     remove_all(old_dir);
     rename_path(final_dir, old_dir);
+    stage("moved_aside");
+    rename_path(tmp, final_dir);
   }
-  rename_path(tmp, final_dir);
   if (opt.fsync) sync_dir(root);
   stage("renamed");
 
@@ -220,11 +280,7 @@ std::string publish(const std::string& root, const std::string& tmp, const Check
   stage("latest_updated");
 
   // Cleanup: the pending marker, temp dirs of interrupted saves, replaced copies, old steps.
-  for (const auto& e : list_dir(root)) {
-    bool temp = e.find(".tmp-") != std::string::npos || e.find(".old-") != std::string::npos ||
-                (e.size() > 8 && e.compare(e.size() - 8, 8, ".pending") == 0);
-    if (temp) remove_all(join_path(root, e));
-  }
+  remove_stale_leftovers(root);
   if (opt.keep_last > 0) {
     std::vector<int64_t> steps;
     for (const auto& e : list_dir(root))
@@ -258,6 +314,9 @@ std::string save_checkpoint(const std::string& root, const std::vector<CkptShard
   std::string pending = join_path(root, name + ".pending");
   if (sync.rank == 0) {
     make_dirs(root);
+    // Leftovers of earlier failed saves go now, not only after the next success.
+    repair_latest(root, opt.fsync);
+    remove_stale_leftovers(root);
     std::string tmp_name = name + ".tmp-" + std::to_string(::getpid());
     remove_all(join_path(root, tmp_name));
     make_dirs(join_path(root, tmp_name));

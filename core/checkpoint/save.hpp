@@ -20,9 +20,13 @@ struct SaveOptions {
   int keep_last = 0;   // after a save, keep only this many newest step-* directories (0: all)
   bool fsync = true;   // fsync files and directories (off only for throwaway scratch)
   // Called on each rank as the save passes a stage: "shard_written" (every rank, its files are
-  // durable), then on rank 0 "index_written", "renamed", "latest_updated". Throwing aborts the save
-  // at that point, exactly as a crash would leave it (tests use it to inject failures).
+  // durable), then on rank 0 "index_written", "moved_aside" (only when replacing an existing
+  // step without an atomic swap), "renamed", "latest_updated". Throwing aborts the save at that
+  // point, exactly as a crash would leave it (tests use it to inject failures).
   std::function<void(const std::string& stage, int rank)> on_stage;
+  // Replace an existing step-<k> with one atomic swap (renameat2 RENAME_EXCHANGE) where the file
+  // system supports it; false forces the two-rename fallback (tests of its crash window).
+  bool exchange = true;
 };
 
 // Collective over sync.world ranks: every rank calls it with its own shards and the same meta.

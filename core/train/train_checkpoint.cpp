@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/base/error.hpp"
+#include "core/base/json_get.hpp"
 #include "core/checkpoint/gpt_checkpoint.hpp"
 #include "core/checkpoint/hf_safetensors.hpp"
 #include "core/checkpoint/index.hpp"
@@ -82,7 +83,7 @@ int64_t loader_position_from(const json& loader, const TrainConfig& cfg, int64_t
                saved.dump(), ", this run has ", v.dump(), " (", option_of(k),
                "): the saved data position would mean other tokens");
   }
-  return loader.at("position").get<int64_t>();
+  return json_int(loader, "position", where + ": loader", 0);
 }
 
 // ---- save and load ------------------------------------------------------------------------------
@@ -132,8 +133,9 @@ void init_engine_from_safetensors(Engine& engine, const std::string& path) {
   engine.set_steps_done(0);
 }
 
-std::string check_resume(const std::string& path, const TrainConfig& cfg, int64_t corpus_tokens) {
-  const std::string dir = resolve_checkpoint(path);
+std::string check_resume(const std::string& path, const TrainConfig& cfg, int64_t corpus_tokens,
+                         std::string* note) {
+  const std::string dir = resolve_checkpoint(path, note);
   const CheckpointIndex ix = read_index(dir);
   const std::string where = join_path(dir, kIndexFile);
   const std::string diff =

@@ -61,7 +61,9 @@ void init_engine_from_safetensors(Engine& engine, const std::string& path);
 
 // Checks before any rank starts that a checkpoint can resume this run: it exists, its index is
 // valid, its model config and loader settings match this run's (on a corpus of corpus_tokens
-// tokens), and its step is not past cfg.steps. Returns the resolved step directory.
-std::string check_resume(const std::string& path, const TrainConfig& cfg, int64_t corpus_tokens);
+// tokens), and its step is not past cfg.steps. Returns the resolved step directory; when `latest`
+// named a step an interrupted save left missing, that is a verified copy and `note` says so.
+std::string check_resume(const std::string& path, const TrainConfig& cfg, int64_t corpus_tokens,
+                         std::string* note = nullptr);
 
 }  // namespace shardlab

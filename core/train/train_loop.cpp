@@ -231,8 +231,12 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
              p.corpus->vocab - 1, " but the model's vocab_size is ", p.model.vocab_size,
              " (use --vocab-size ", p.corpus->vocab, " or --model gpt2)");
   // Problems with the files to start from are reported here, once, before any rank starts.
-  if (!cfg.resume.empty())
-    p.resume_dir = check_resume(cfg.resume_path(), cfg, static_cast<int64_t>(p.corpus->tokens.size()));
+  if (!cfg.resume.empty()) {
+    std::string note;
+    p.resume_dir = check_resume(cfg.resume_path(), cfg,
+                                static_cast<int64_t>(p.corpus->tokens.size()), &note);
+    if (!note.empty()) out << "note: " << note << "\n";
+  }
   if (!cfg.init_from.empty()) SafetensorsFile check(cfg.init_from);
 
   LaunchOptions lo;
