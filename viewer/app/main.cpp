@@ -404,7 +404,8 @@ static void show_units_panel(ViewerState& s) {
   }
 }
 
-std::string per_step(double total, int steps, bool bytes) {
+// `steps` is a double: steps times ranks passes 2^31 on a long run read with many ranks.
+std::string per_step(double total, double steps, bool bytes) {
   double v = steps > 0 ? total / steps : total;
   return bytes ? format_bytes(static_cast<int64_t>(v)) : format_duration(v);
 }
@@ -465,14 +466,14 @@ static void show_summary_panel(ViewerState& s) {
         const RunModel& m = r.model();
         const OpStats& o = m.summary.ops[static_cast<int>(k)];
         if (o.count == 0) return std::string("-");
-        int steps = std::max(1, m.summary.n_steps) * std::max(1, static_cast<int>(m.ranks.size()));
+        double steps = std::max(1, m.summary.n_steps) * std::max<double>(1, m.ranks.size());
         return per_step(double(o.bytes), steps, true) + " per rank, busbw " +
                format_rate(o.bandwidth.busbw);
       });
     }
     row("comm, exposed /step", [&](const LiveRun& r) {
       const RunModel& m = r.model();
-      int steps = std::max(1, m.summary.n_steps) * std::max(1, static_cast<int>(m.ranks.size()));
+      double steps = std::max(1, m.summary.n_steps) * std::max<double>(1, m.ranks.size());
       std::snprintf(buf, sizeof buf, "%s, %s exposed (%.0f%% overlapped)",
                     per_step(double(m.summary.comm_ns), steps, false).c_str(),
                     per_step(double(m.summary.exposed_ns), steps, false).c_str(),
