@@ -5,7 +5,7 @@ BUILD   ?= build
 PRESET  ?= cpu
 SHARDLAB = $(BUILD)/bin/shardlab
 
-.PHONY: all deps configure build demo test cuda cuda-test clean help
+.PHONY: all deps configure build demo test cuda cuda-test clean help test-asan test-tsan
 
 all: build
 
@@ -16,6 +16,8 @@ help:
 	@echo "make cuda-test  build it and run its GPU tests (each skips with a message without a GPU)"
 	@echo "make bench    run the benchmark suites and write docs/bench/ (make bench-quick: under a minute)"
 	@echo "make lesson N=1  build and run a lesson (docs/lessons/)"
+	@echo "make test-asan  build-asan/: AddressSanitizer + UBSan (+ LeakSanitizer), every test"
+	@echo "make test-tsan  build-tsan/: ThreadSanitizer, every test"
 	@echo "make clean    remove build directories"
 
 deps:
@@ -46,6 +48,15 @@ cuda-test: cuda
 
 clean:
 	rm -rf build build-cuda build-debug build-asan build-tsan
+
+# ---- sanitizers (tests/sanitizers/) -----------------------------------------------------------
+# Configure the preset into build-asan/ or build-tsan/, build, run every test and fail on any
+# sanitizer report, UBSan's included (the full output stays in build-*/ctest-sanitized.log).
+test-asan: deps
+	bash tests/sanitizers/run_sanitized.sh asan $(JOBS)
+
+test-tsan: deps
+	bash tests/sanitizers/run_sanitized.sh tsan $(JOBS)
 
 # ---- benchmarks (bench/run_bench.sh; docs/bench/README.md) ------------------------------------
 # make bench        default suite, a few minutes on 2 cores: JSON, report.md and plots -> docs/bench/

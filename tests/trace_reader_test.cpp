@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -222,4 +223,134 @@ TEST(TraceReader, LiveReaderAgreesWithReadRun) {
   }
   EXPECT_EQ(summary_to_json(compute_summary(reader.data())), summary_to_json(compute_summary(full)));
   fs::remove_all(dir);
+}
+
+// ---- hostile run directories ----------------------------------------------------------------------
+
+namespace {
+
+// read_run's IoError text, or "" when it did not throw an IoError.
+std::string read_run_error(const fs::path& dir) {
+  try {
+    read_run(dir.string());
+  } catch (const IoError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+fs::path two_rank_run(const std::string& name, const std::string& meta) {
+  const fs::path dir = fresh_dir(name);
+  fs::create_directories(dir);
+  std::ofstream(dir / "meta.json") << meta;
+  append(dir / "rank0.jsonl", mem_line(0, 1, 8, 8) + step_line(0, 2, 0));
+  append(dir / "rank1.jsonl", mem_line(1, 1, 8, 8) + step_line(1, 2, 0));
+  return dir;
+}
+
+}  // namespace
+
+// A world_size of two billion or a stray rank999999.jsonl used to size tables for that many ranks
+// (std::bad_alloc, or a 338 MB summary); the counts now come from the rank files present.
+TEST(TraceReader, RankCountsComeFromTheFilesPresent) {
+  const fs::path dir = two_rank_run("reader_hostile_ranks", R"({"world_size":2000000000})");
+  std::string err = read_run_error(dir);
+  EXPECT_NE(err.find("meta.json: field 'world_size' = 2000000000 is out of range"), std::string::npos)
+      << err;
+  RunReader live(dir.string());
+  live.poll();
+  EXPECT_EQ(live.data().ranks.size(), 2u);
+  EXPECT_NE(live.status().find("world_size"), std::string::npos) << live.status();
+
+  // An empty rank file holds nothing: ignored, by read_run and the live reader.
+  std::ofstream(dir / "meta.json", std::ios::trunc) << R"({"world_size":2})";
+  std::ofstream(dir / "rank999999.jsonl");
+  EXPECT_EQ(read_run(dir.string()).ranks.size(), 2u);
+  RunReader live2(dir.string());
+  live2.poll();
+  EXPECT_EQ(live2.data().ranks.size(), 2u);
+  EXPECT_EQ(live2.status(), "");
+
+  // A non-empty one beyond world_size: read_run names it, the live reader skips it and says so.
+  append(dir / "rank999999.jsonl", mem_line(999999, 1, 8, 8));
+  err = read_run_error(dir);
+  EXPECT_NE(err.find("rank999999.jsonl: rank 999999 is outside meta.json's world_size 2"),
+            std::string::npos)
+      << err;
+  RunReader live3(dir.string());
+  live3.poll();
+  EXPECT_EQ(live3.data().ranks.size(), 2u);
+  EXPECT_NE(live3.status().find("rank999999.jsonl: rank 999999 is beyond"), std::string::npos)
+      << live3.status();
+  fs::remove(dir / "rank999999.jsonl");
+
+  // world_size must be matched by the rank files; without it, they must be rank0 .. rank<K-1>.
+  std::ofstream(dir / "meta.json", std::ios::trunc) << R"({"world_size":5})";
+  err = read_run_error(dir);
+  EXPECT_NE(err.find("world_size 5, but the directory holds 2 non-empty rank files"),
+            std::string::npos)
+      << err;
+  std::ofstream(dir / "meta.json", std::ios::trunc) << R"({"world_size":1.5})";
+  err = read_run_error(dir);
+  EXPECT_NE(err.find("field 'world_size' must be an integer, not 1.5"), std::string::npos) << err;
+  std::ofstream(dir / "meta.json", std::ios::trunc) << "{}";
+  append(dir / "rank7.jsonl", mem_line(7, 1, 8, 8));
+  err = read_run_error(dir);
+  EXPECT_NE(err.find("rank7.jsonl: rank 7, but the directory holds only 3"), std::string::npos)
+      << err;
+  fs::remove_all(dir);
+}
+
+// A directory where meta.json or a rank file belongs used to throw libstdc++'s
+// "basic_filebuf::underflow ... Is a directory", which names no file.
+TEST(TraceReader, DirectoryWhereAFileBelongsIsNamed) {
+  const fs::path dir = two_rank_run("reader_hostile_dirs", R"({"world_size":2})");
+  fs::remove(dir / "rank1.jsonl");
+  fs::create_directories(dir / "rank1.jsonl");
+  std::string err = read_run_error(dir);
+  EXPECT_NE(err.find((dir / "rank1.jsonl").string() + ": is not a regular file"), std::string::npos)
+      << err;
+  RunReader live(dir.string());
+  EXPECT_NO_THROW(live.poll());
+  EXPECT_NE(live.status().find("rank1.jsonl: is not a regular file"), std::string::npos)
+      << live.status();
+
+  fs::remove(dir / "meta.json");
+  fs::create_directories(dir / "meta.json");
+  err = read_run_error(dir);
+  EXPECT_NE(err.find((dir / "meta.json").string() + ": is a directory"), std::string::npos) << err;
+  RunReader live2(dir.string());
+  live2.poll();
+  EXPECT_NE(live2.status().find("meta.json: is a directory"), std::string::npos) << live2.status();
+  fs::remove_all(dir);
+}
+
+// Fractional or oversized integers in event lines used to be truncated (step 1.5 read as 1,
+// bytes 1e30 as an undefined conversion); they are malformed lines that name the field.
+TEST(TraceReader, IntegerFieldsAreStrict) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"t":3,"rank":0,"kind":"step","step":1.5,"loss":1,"tokens":64,"step_time":0.01})",
+       "field 'step' must be an integer, not 1.5"},
+      {R"({"t":3,"rank":0,"kind":"mem","category":"params","bytes":1e30,"cat_total":8,"total":8})",
+       "field 'bytes' must be an integer"},
+      {R"({"t":3,"rank":0,"kind":"mem","category":"params","bytes":9223372036854775807,"cat_total":8,"total":8})",
+       "field 'bytes' = 9223372036854775807 is out of range"},
+      {R"({"t":3,"rank":0,"kind":"step","step":4294967297,"loss":1,"tokens":64,"step_time":0.01})",
+       "field 'step' = 4294967297 is out of range"},
+      {R"({"t":3.25,"rank":0,"kind":"unit","unit":0,"state":"sharded"})",
+       "field 't' must be an integer, not 3.25"},
+  };
+  for (const auto& [line, want] : cases) {
+    const fs::path dir = fresh_dir("reader_strict_ints");
+    fs::create_directories(dir);
+    std::ofstream(dir / "meta.json") << R"({"world_size":1})";
+    append(dir / "rank0.jsonl", mem_line(0, 1, 8, 8) + line + "\n");
+    const std::string err = read_run_error(dir);
+    EXPECT_NE(err.find("rank0.jsonl:2: " + want), std::string::npos) << line << "\n" << err;
+    RunReader live(dir.string());
+    live.poll();
+    EXPECT_EQ(live.status(), "rank0.jsonl:2: skipped malformed line") << line;
+    EXPECT_EQ(live.data().ranks[0].steps.size() + live.data().ranks[0].units.size(), 0u) << line;
+    fs::remove_all(dir);
+  }
 }

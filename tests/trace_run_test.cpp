@@ -471,6 +471,32 @@ TEST(TraceSummary, IntervalArithmetic) {
   EXPECT_EQ(length_not_covered(u, {{-5, 100}}), 0);
 }
 
+// Sums of bytes, tokens and span lengths used to overflow int64 (undefined behaviour; UBSan at
+// summary.cpp) on hostile events; they now hold at INT64_MAX.
+TEST(TraceSummary, SumsSaturateInsteadOfOverflowing) {
+  constexpr int64_t kBig = INT64_MAX / 2 + 1;
+  EXPECT_EQ(saturating_add(kBig, kBig), INT64_MAX);
+  EXPECT_EQ(saturating_add(-kBig, -kBig - 1), INT64_MIN);
+  EXPECT_EQ(saturating_add(5, -7), -2);
+  EXPECT_EQ(total_length({{INT64_MIN, 0}, {1, INT64_MAX}}), INT64_MAX);
+  EXPECT_EQ(length_not_covered({{INT64_MIN, INT64_MAX}}, {}), INT64_MAX);
+
+  RunData run;
+  run.ranks.resize(2);
+  for (int r = 0; r < 2; ++r) {
+    for (int k = 0; k < 2; ++k)
+      run.ranks[r].spans.push_back({Lane::comm, "all_gather", 0, kBig, DType::f32, 0, 0, 10, -1});
+    run.ranks[r].steps = {{10, 0, 1.0, kBig, 0.5}};
+  }
+  const RunSummary s = compute_summary(run);
+  ASSERT_EQ(s.comm.size(), 1u);
+  EXPECT_EQ(s.comm[0].calls, 4);
+  EXPECT_EQ(s.comm[0].bytes, INT64_MAX);
+  EXPECT_EQ(s.ranks[0].comm[0].bytes, INT64_MAX);
+  EXPECT_GT(s.tokens_per_step, 0.0);
+  EXPECT_EQ(s.tokens_per_step, static_cast<double>(INT64_MAX));
+}
+
 TEST(TraceSummary, TwoStepsKeepBothAndNoCommIsZeroExposed) {
   RunData run;
   run.ranks.resize(1);

@@ -52,7 +52,8 @@ std::string default_run_name(const json& meta, std::time_t now) {
   auto it = meta.find("strategy");
   if (it != meta.end() && it->is_string()) name = safe_path_part(it->get<std::string>());
   it = meta.find("world_size");
-  if (it != meta.end() && it->is_number_integer()) name += "-n" + std::to_string(it->get<int>());
+  // dump() writes the integer's own digits: get<int>() would wrap a world_size above 2^31.
+  if (it != meta.end() && it->is_number_integer()) name += "-n" + it->dump();
   std::tm tm{};
   localtime_r(&now, &tm);
   char stamp[32];

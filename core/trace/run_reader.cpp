@@ -2,13 +2,17 @@
 // byte offset and an incomplete last line per rank file, so each poll parses only what is new.
 #include "core/trace/run_reader.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
 
 #include "core/base/error.hpp"
+#include "core/base/json_get.hpp"
 
 namespace shardlab {
 
@@ -17,7 +21,7 @@ using nlohmann::json;
 
 namespace {
 
-// "rank12.jsonl" -> 12; -1 for any other name.
+// "rank12.jsonl" -> 12; -1 for any other name (rank012.jsonl, rank1234567.jsonl).
 int rank_of_file_name(const std::string& name) {
   const std::string prefix = "rank", suffix = ".jsonl";
   if (name.size() <= prefix.size() + suffix.size()) return -1;
@@ -25,6 +29,7 @@ int rank_of_file_name(const std::string& name) {
   if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return -1;
   const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
   if (digits.empty() || digits.size() > 6) return -1;
+  if (digits.size() > 1 && digits[0] == '0') return -1;  // rank01.jsonl would read rank 1 twice
   for (char c : digits)
     if (c < '0' || c > '9') return -1;
   return std::stoi(digits);
@@ -47,59 +52,75 @@ double number_or_nan(const json& v) {
   return v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>();
 }
 
-// Adds one event line to `rt`. Returns false for a malformed line (not JSON, a missing or mistyped
-// field, another rank's event). Lines of an unknown kind are ignored (a newer writer).
-bool add_event_line(const std::string& line, int rank, RankTrace& rt) {
+// Bounds on an event's integers. A file is user input: 1.5 or 1e30 where an integer belongs is a
+// malformed line, not a truncated value, and the bounds keep the summary's differences and sums
+// of times and bytes far from int64 overflow (2^60 ns is 36 years; 2^60 bytes is 1 EiB).
+constexpr int64_t kMaxTime = int64_t(1) << 60;
+constexpr int64_t kMaxBytes = int64_t(1) << 60;
+constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+
+// Adds one event line to `rt`. Returns "" when the line was added (or is of an unknown kind: a
+// newer writer), else why it is malformed (not JSON, a missing, mistyped or out-of-range field,
+// another rank's event), starting with `where` ("rank0.jsonl:12").
+std::string add_event_line(const std::string& line, int rank, RankTrace& rt,
+                           const std::string& where) {
   json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return false;
+  if (j.is_discarded() || !j.is_object()) return where + ": malformed event line (not a JSON object)";
   try {
-    if (j.at("rank").get<int>() != rank) return false;
-    const int64_t t = j.at("t").get<int64_t>();
-    const std::string kind = j.at("kind").get<std::string>();
+    const int64_t line_rank = json_int(j, "rank", where, 0, kMaxInt);
+    if (line_rank != rank)
+      return where + ": malformed event line (an event of rank " + std::to_string(line_rank) + ")";
+    const int64_t t = json_int(j, "t", where, -kMaxTime, kMaxTime);
+    const std::string kind = json_string(j, "kind", where);
     int64_t t_seen = t;
     if (kind == "mem") {
-      rt.mem.push_back({t, parse_mem_category(j.at("category").get<std::string>()),
-                        j.at("bytes").get<int64_t>(), j.at("cat_total").get<int64_t>(),
-                        j.at("total").get<int64_t>()});
+      rt.mem.push_back({t, parse_mem_category(json_string(j, "category", where)),
+                        json_int(j, "bytes", where, -kMaxBytes, kMaxBytes),
+                        json_int(j, "cat_total", where, -kMaxBytes, kMaxBytes),
+                        json_int(j, "total", where, -kMaxBytes, kMaxBytes)});
     } else if (kind == "span") {
       SpanEvent s;
-      s.lane = parse_lane(j.at("lane").get<std::string>());
-      s.op = j.at("op").get<std::string>();
-      s.unit = j.at("unit").get<int>();
-      s.bytes = j.at("bytes").get<int64_t>();
-      s.dtype = parse_dtype(j.at("dtype").get<std::string>());
-      s.t_issue = j.at("t_issue").get<int64_t>();
-      s.t_start = j.at("t_start").get<int64_t>();
-      s.t_end = j.at("t_end").get<int64_t>();
-      s.t_wait = j.at("t_wait").get<int64_t>();
+      s.lane = parse_lane(json_string(j, "lane", where));
+      s.op = json_string(j, "op", where);
+      s.unit = static_cast<int>(json_int(j, "unit", where, -1, kMaxInt));
+      s.bytes = json_int(j, "bytes", where, 0, kMaxBytes);
+      s.dtype = parse_dtype(json_string(j, "dtype", where));
+      s.t_issue = json_int(j, "t_issue", where, -kMaxTime, kMaxTime);
+      s.t_start = json_int(j, "t_start", where, -kMaxTime, kMaxTime);
+      s.t_end = json_int(j, "t_end", where, -kMaxTime, kMaxTime);
+      s.t_wait = json_int(j, "t_wait", where, -kMaxTime, kMaxTime);
       if (j.contains("wait")) {
-        s.wait_ns = j.at("wait").get<int64_t>();
-        s.last_rank = j.at("last").get<int>();
+        s.wait_ns = json_int(j, "wait", where, 0, kMaxTime);
+        s.last_rank = static_cast<int>(json_int(j, "last", where, 0, kMaxInt));
       }
       t_seen = std::max(t_seen, s.t_end);
       rt.spans.push_back(std::move(s));
     } else if (kind == "unit") {
-      rt.units.push_back({t, j.at("unit").get<int>(),
-                          parse_unit_state(j.at("state").get<std::string>())});
+      rt.units.push_back({t, static_cast<int>(json_int(j, "unit", where, -1, kMaxInt)),
+                          parse_unit_state(json_string(j, "state", where))});
     } else if (kind == "step") {
-      rt.steps.push_back({t, j.at("step").get<int>(), number_or_nan(j.at("loss")),
-                          j.at("tokens").get<int64_t>(), number_or_nan(j.at("step_time"))});
+      rt.steps.push_back({t, static_cast<int>(json_int(j, "step", where, 0, kMaxInt)),
+                          number_or_nan(j.at("loss")), json_int(j, "tokens", where, 0, kMaxBytes),
+                          number_or_nan(j.at("step_time"))});
     } else if (kind == "mark") {
-      rt.marks.push_back({t, j.at("text").get<std::string>()});
+      rt.marks.push_back({t, json_string(j, "text", where)});
     } else {
-      return true;
+      return "";
     }
     rt.t_last = std::max(rt.t_last, t_seen);
-    return true;
-  } catch (const std::exception&) {
-    return false;
+    return "";
+  } catch (const IoError& e) {
+    return e.what();  // json_int / json_string: already names where and the field
+  } catch (const std::exception& e) {
+    return where + ": malformed event line (" + e.what() + ")";
   }
 }
 
 // Parses the complete lines of `pending` into `rt` and leaves the incomplete tail in it.
-// `on_bad(line_no)` is told of each malformed line. Returns the number of lines consumed.
+// `on_bad(line_no, why)` is told of each malformed line. Returns the number of lines consumed.
 int64_t consume_lines(std::string& pending, int rank, RankTrace& rt, int64_t& line_no,
-                      const std::function<void(int64_t)>& on_bad) {
+                      const std::string& name,
+                      const std::function<void(int64_t, const std::string&)>& on_bad) {
   size_t begin = 0;
   int64_t consumed = 0;
   for (;;) {
@@ -109,38 +130,69 @@ int64_t consume_lines(std::string& pending, int rank, RankTrace& rt, int64_t& li
     if (end > begin && pending[end - 1] == '\r') --end;
     ++line_no;
     ++consumed;
-    if (end > begin && !add_event_line(pending.substr(begin, end - begin), rank, rt))
-      on_bad(line_no);
+    if (end > begin) {
+      const std::string why = add_event_line(pending.substr(begin, end - begin), rank, rt,
+                                             name + ":" + std::to_string(line_no));
+      if (!why.empty()) on_bad(line_no, why);
+    }
     begin = nl + 1;
   }
   pending.erase(0, begin);
   return consumed;
 }
 
-// Bytes [offset, end of file) of `path`; false when the file cannot be opened.
-bool read_from(const fs::path& path, int64_t offset, std::string& out) {
+// Bytes [offset, end of file) of `path` into `out`. Returns "" on success, else why not, for a
+// message that names the file: a directory (or a FIFO, which would block) where a file belongs
+// is reported, never read; libstdc++ would throw "basic_filebuf::underflow ... Is a directory".
+std::string read_from(const fs::path& path, int64_t offset, std::string& out) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return "missing";
+  if (fs::is_directory(st)) return "is a directory, not a file";
+  if (!fs::is_regular_file(st)) return "is not a regular file";
   std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
+  if (!f) return std::string("cannot open: ") + std::strerror(errno);
   f.seekg(offset);
-  if (!f) return false;
-  out.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  return true;
+  if (!f) return "cannot seek";
+  try {
+    out.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  } catch (const std::exception& e) {
+    return std::string("cannot read: ") + e.what();
+  }
+  return "";
 }
 
-// Rank files present in `dir`, as (rank, path).
-std::vector<std::pair<int, fs::path>> list_rank_files(const fs::path& dir, std::error_code& ec) {
-  std::vector<std::pair<int, fs::path>> out;
+struct RankFile {
+  int rank;
+  fs::path path;
+  bool regular;   // a regular file (not a directory or a FIFO named like a rank file)
+  int64_t size;   // 0 unless regular
+};
+
+// Rank files present in `dir`, sorted by rank.
+std::vector<RankFile> list_rank_files(const fs::path& dir, std::error_code& ec) {
+  std::vector<RankFile> out;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const int r = rank_of_file_name(it->path().filename().string());
-    if (r >= 0) out.emplace_back(r, it->path());
+    if (r < 0) continue;
+    std::error_code e2;
+    const bool regular = fs::is_regular_file(it->path(), e2);
+    const auto size = regular ? fs::file_size(it->path(), e2) : 0;
+    out.push_back({r, it->path(), regular && !e2, regular && !e2 ? static_cast<int64_t>(size) : 0});
   }
+  std::sort(out.begin(), out.end(), [](const RankFile& a, const RankFile& b) { return a.rank < b.rank; });
   return out;
 }
 
-int world_size_of(const json& meta) {
-  auto it = meta.find("world_size");
-  if (it != meta.end() && it->is_number_integer()) return std::max(0, it->get<int>());
-  return 0;
+int64_t count_non_empty(const std::vector<RankFile>& files) {
+  return std::count_if(files.begin(), files.end(), [](const RankFile& f) { return f.size > 0; });
+}
+
+// meta.json's world_size: 0 when absent; IoError naming `where` and the field when it is not an
+// integer in [1, kMaxRunRanks].
+int meta_world_size(const json& meta, const std::string& where) {
+  if (!meta.is_object() || !meta.contains("world_size")) return 0;
+  return static_cast<int>(json_int(meta, "world_size", where, 1, kMaxRunRanks));
 }
 
 }  // namespace
@@ -167,9 +219,11 @@ bool RunReader::poll() {
     seen_dir_ = true;
 
     bool waiting_for_meta = false;
+    std::string meta_why;  // why meta.json could not be read, when it is there
     if (data_.meta.empty()) {
       std::string text;
-      if (read_from(dir / "meta.json", 0, text)) {
+      const std::string why = read_from(dir / "meta.json", 0, text);
+      if (why.empty()) {
         json m = json::parse(text, nullptr, false);
         if (!m.is_discarded() && m.is_object()) {
           data_.meta = std::move(m);
@@ -179,8 +233,15 @@ bool RunReader::poll() {
           waiting_for_meta = true;
         }
       } else {
+        if (why != "missing") meta_why = "meta.json: " + why;
         waiting_for_meta = true;
       }
+    }
+    int world = 0;
+    try {
+      world = meta_world_size(data_.meta, "meta.json");
+    } catch (const IoError& e) {
+      problem_ = e.what();  // ranks then come from the rank files alone
     }
 
     const auto rank_files = list_rank_files(dir, ec);
@@ -188,19 +249,37 @@ bool RunReader::poll() {
       status_ = "run directory removed: " + data_.dir;
       return changed;
     }
-    size_t n = static_cast<size_t>(world_size_of(data_.meta));
-    for (const auto& rf : rank_files) n = std::max(n, static_cast<size_t>(rf.first) + 1);
+    // Rows beyond world_size each need a non-empty file: a stray rank999999.jsonl adds no rows.
+    const int64_t rank_limit = std::min<int64_t>(kMaxRunRanks, world + count_non_empty(rank_files));
+    std::vector<const RankFile*> accepted;
+    for (const RankFile& rf : rank_files) {
+      const std::string name = rf.path.filename().string();
+      const bool known = static_cast<size_t>(rf.rank) < files_.size();
+      if (!rf.regular) {
+        problem_ = name + ": is not a regular file, skipped";
+      } else if (rf.size == 0 && !known) {
+        // Nothing to read yet (and nothing to size tables by).
+      } else if (rf.rank >= rank_limit && !known) {
+        problem_ = name + ": rank " + std::to_string(rf.rank) + " is beyond world_size " +
+                   std::to_string(world) + " and the rank files present; skipped";
+      } else {
+        accepted.push_back(&rf);
+      }
+    }
+    size_t n = static_cast<size_t>(world);
+    for (const RankFile* rf : accepted) n = std::max(n, static_cast<size_t>(rf->rank) + 1);
     if (data_.ranks.size() < n) {
       data_.ranks.resize(n);
       files_.resize(n);
       changed = true;
     }
 
-    for (const auto& [rank, path] : rank_files) {
+    for (const RankFile* rf : accepted) {
+      const int rank = rf->rank;
       FileState& fsx = files_[rank];
       RankTrace& rt = data_.ranks[rank];
-      const std::string name = path.filename().string();
-      const auto size = fs::file_size(path, ec);
+      const std::string name = rf->path.filename().string();
+      const auto size = fs::file_size(rf->path, ec);
       if (ec) continue;  // vanished between listing and reading: next poll says so
       if (static_cast<int64_t>(size) < fsx.offset) {
         // Replaced or truncated by someone else: start this rank over.
@@ -211,10 +290,10 @@ bool RunReader::poll() {
       }
       if (static_cast<int64_t>(size) == fsx.offset) continue;
       std::string fresh;
-      if (!read_from(path, fsx.offset, fresh)) continue;
+      if (!read_from(rf->path, fsx.offset, fresh).empty()) continue;
       fsx.offset += static_cast<int64_t>(fresh.size());
       fsx.partial += fresh;
-      consume_lines(fsx.partial, rank, rt, fsx.line_no, [&](int64_t line) {
+      consume_lines(fsx.partial, rank, rt, fsx.line_no, name, [&](int64_t line, const std::string&) {
         problem_ = name + ":" + std::to_string(line) + ": skipped malformed line";
       });
       changed = true;
@@ -222,7 +301,7 @@ bool RunReader::poll() {
 
     if (data_.summary.empty()) {
       std::string text;
-      if (read_from(dir / "summary.json", 0, text)) {
+      if (read_from(dir / "summary.json", 0, text).empty()) {
         json s = json::parse(text, nullptr, false);
         if (!s.is_discarded() && s.is_object() && !s.empty()) {
           data_.summary = std::move(s);
@@ -230,10 +309,13 @@ bool RunReader::poll() {
         }
       }
     }
-    if (!waiting_for_meta)
+    if (!waiting_for_meta) {
       status_ = problem_;
-    else
-      status_ = problem_.empty() ? "waiting for meta.json" : "waiting for meta.json; " + problem_;
+    } else {
+      status_ = "waiting for meta.json";
+      if (!meta_why.empty()) status_ += " (" + meta_why + ")";
+      if (!problem_.empty()) status_ += "; " + problem_;
+    }
   } catch (const std::exception& e) {
     status_ = std::string("reading ") + data_.dir + ": " + e.what();
   }
@@ -249,32 +331,55 @@ RunData read_run(const std::string& dir) {
   run.dir = dir;
   const fs::path meta_path = fs::path(dir) / "meta.json";
   std::string text;
-  if (!read_from(meta_path, 0, text))
+  std::string why = read_from(meta_path, 0, text);
+  if (why == "missing")
     SL_THROW(IoError, meta_path.string(), ": missing (not a run directory, or the run never started)");
+  if (!why.empty()) SL_THROW(IoError, meta_path.string(), ": ", why);
   run.meta = json::parse(text, nullptr, false);
   if (run.meta.is_discarded() || !run.meta.is_object())
     SL_THROW(IoError, meta_path.string(), ": not a JSON object");
+  const int world = meta_world_size(run.meta, meta_path.string());
 
   const auto rank_files = list_rank_files(dir, ec);
   if (ec) SL_THROW(IoError, dir, ": cannot list: ", ec.message());
-  size_t n = static_cast<size_t>(world_size_of(run.meta));
-  for (const auto& rf : rank_files) n = std::max(n, static_cast<size_t>(rf.first) + 1);
+  const int64_t non_empty = count_non_empty(rank_files);
+  size_t n = static_cast<size_t>(world);
+  for (const RankFile& rf : rank_files) {
+    if (!rf.regular) SL_THROW(IoError, rf.path.string(), ": is not a regular file (a directory?)");
+    if (rf.size == 0) continue;  // holds nothing
+    if (world > 0 && rf.rank >= world)
+      SL_THROW(IoError, rf.path.string(), ": rank ", rf.rank, " is outside meta.json's world_size ",
+               world);
+    if (world == 0 && rf.rank >= non_empty)
+      SL_THROW(IoError, rf.path.string(), ": rank ", rf.rank, ", but the directory holds only ",
+               non_empty, " non-empty rank files and meta.json has no world_size");
+    n = std::max(n, static_cast<size_t>(rf.rank) + 1);
+  }
+  if (world > non_empty)
+    SL_THROW(IoError, meta_path.string(), ": world_size ", world, ", but the directory holds ",
+             non_empty, " non-empty rank files");
   run.ranks.resize(n);
-  for (const auto& [rank, path] : rank_files) {
+  for (const RankFile& rf : rank_files) {
+    if (rf.size == 0) continue;
     std::string pending;
-    if (!read_from(path, 0, pending)) SL_THROW(IoError, path.string(), ": cannot read");
+    why = read_from(rf.path, 0, pending);
+    if (!why.empty()) SL_THROW(IoError, rf.path.string(), ": ", why);
     int64_t line_no = 0;
-    consume_lines(pending, rank, run.ranks[rank], line_no, [&](int64_t line) {
-      SL_THROW(IoError, path.string(), ":", line, ": malformed event line");
-    });
+    consume_lines(pending, rf.rank, run.ranks[rf.rank], line_no, rf.path.string(),
+                  [&](int64_t, const std::string& bad) {
+                    throw IoError(bad);  // complete already: names the file, line and field
+                  });
     // A run killed mid-write leaves an incomplete last line: what came before is still valid.
   }
 
   const fs::path summary_path = fs::path(dir) / "summary.json";
-  if (read_from(summary_path, 0, text)) {
+  why = read_from(summary_path, 0, text);
+  if (why.empty()) {
     run.summary = json::parse(text, nullptr, false);
     if (run.summary.is_discarded() || !run.summary.is_object())
       SL_THROW(IoError, summary_path.string(), ": not a JSON object");
+  } else if (why != "missing") {
+    SL_THROW(IoError, summary_path.string(), ": ", why);
   }
   return run;
 }

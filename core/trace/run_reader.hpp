@@ -15,6 +15,10 @@
 
 namespace shardlab {
 
+// The most ranks a run directory may describe. A damaged meta.json ("world_size": 2000000000) or a
+// stray rank999999.jsonl must not make the summary or the viewer size tables for millions of ranks.
+constexpr int kMaxRunRanks = 4096;
+
 struct MemEvent {
   int64_t t;
   MemCategory category;
@@ -80,6 +84,9 @@ class RunReader {
   const RunData& data() const { return data_; }
   // A human-readable line about the latest problem ("waiting for meta.json", "run directory
   // removed", "rank1.jsonl:57: skipped malformed line"), empty when all is well.
+  // Ranks: meta.json's world_size when valid (else a problem, and none); a non-empty rank file
+  // beyond it is read only while the directory has a non-empty rank file for every row it adds
+  // (rank < world_size + non-empty rank files) and below kMaxRunRanks; others are skipped and named.
   const std::string& status() const { return status_; }
 
  private:
@@ -96,6 +103,10 @@ class RunReader {
 };
 
 // Reads a whole finished run once (tests, reports). Throws IoError naming the file on failure.
+// The ranks are meta.json's world_size (an integer in [1, kMaxRunRanks]) and must agree with the
+// non-empty rank files present: each one's rank below world_size, and one per rank. Without a
+// world_size, the non-empty rank files must be rank0 .. rank<K-1>. Empty rank files hold nothing
+// and are ignored. Integer fields must be JSON integers within range (core/base/json_get.hpp).
 RunData read_run(const std::string& dir);
 
 }  // namespace shardlab

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <climits>
 #include <map>
 
 #include "core/base/error.hpp"
@@ -12,6 +13,27 @@
 namespace shardlab {
 
 using nlohmann::json;
+
+// ---- saturating sums ----------------------------------------------------------------------------
+
+int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+
+namespace {
+
+int64_t sat_add(int64_t a, int64_t b) { return saturating_add(a, b); }
+
+// b - a for b >= a, held at INT64_MAX (an interval from -2^63 to 2^63 has no int64 length).
+int64_t sat_length(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_sub_overflow(b, a, &r)) return INT64_MAX;
+  return r;
+}
+
+}  // namespace
 
 // ---- intervals ----------------------------------------------------------------------------------
 
@@ -31,7 +53,7 @@ std::vector<Interval> interval_union(std::vector<Interval> iv) {
 
 int64_t total_length(const std::vector<Interval>& disjoint) {
   int64_t n = 0;
-  for (const Interval& i : disjoint) n += i.second - i.first;
+  for (const Interval& i : disjoint) n = sat_add(n, sat_length(i.first, i.second));
   return n;
 }
 
@@ -42,9 +64,10 @@ int64_t length_not_covered(const std::vector<Interval>& a, const std::vector<Int
   for (const Interval& x : a) {
     while (j < b.size() && b[j].second <= x.first) ++j;
     for (size_t k = j; k < b.size() && b[k].first < x.second; ++k)
-      overlap += std::min(x.second, b[k].second) - std::max(x.first, b[k].first);
+      overlap = sat_add(overlap, sat_length(std::max(x.first, b[k].first),
+                                            std::min(x.second, b[k].second)));
   }
-  return total_length(a) - overlap;
+  return std::max<int64_t>(0, sat_add(total_length(a), -overlap));
 }
 
 // ---- compute_summary ----------------------------------------------------------------------------
@@ -93,7 +116,7 @@ RankSummary summarize_rank(int rank, const RankTrace& rt) {
     c.op = s.op;
     c.dtype = s.dtype;
     c.calls += 1;
-    c.bytes += s.bytes;
+    c.bytes = sat_add(c.bytes, s.bytes);
   }
   const std::vector<Interval> compute_u = interval_union(std::move(compute));
   const std::vector<Interval> comm_u = interval_union(std::move(comm));
@@ -120,19 +143,19 @@ RunSummary compute_summary(const RunData& run) {
   std::map<CommKey, CommStat> by_op;
   for (size_t r = 0; r < run.ranks.size(); ++r) {
     RankSummary rs = summarize_rank(static_cast<int>(r), run.ranks[r]);
-    s.comm_ns += rs.comm_ns;
-    s.exposed_comm_ns += rs.exposed_comm_ns;
+    s.comm_ns = sat_add(s.comm_ns, rs.comm_ns);
+    s.exposed_comm_ns = sat_add(s.exposed_comm_ns, rs.exposed_comm_ns);
     for (const CommStat& c : rs.comm) {
       CommStat& a = by_op[{c.op, c.dtype}];
       a.op = c.op;
       a.dtype = c.dtype;
       a.calls += c.calls;
-      a.bytes += c.bytes;
+      a.bytes = sat_add(a.bytes, c.bytes);
     }
     for (const StepEvent& e : run.ranks[r].steps) {
       StepAcc& a = steps[e.step];
       if (std::isfinite(e.step_time)) a.time = std::max(a.time, e.step_time);
-      a.tokens += e.tokens;
+      a.tokens = sat_add(a.tokens, e.tokens);
     }
     s.ranks.push_back(std::move(rs));
   }

@@ -70,6 +70,10 @@ void print_summary_table(const RunSummary& s, const nlohmann::json& meta, std::o
 // Returns the exit code: 0, or 1 after printing the error (e.g. a missing meta.json) to stderr.
 int print_summary(const std::string& run_dir, std::ostream& os);
 
+// a + b held at the int64 limits instead of overflowing (undefined behaviour): sums of bytes,
+// tokens and nanoseconds over every event of a damaged run can pass 2^63. The viewer uses it too.
+int64_t saturating_add(int64_t a, int64_t b);
+
 // ---- interval arithmetic, exposed for tests (intervals are [begin, end) in ns) -----------------
 using Interval = std::pair<int64_t, int64_t>;
 // Sorted, disjoint, non-empty intervals covering the same points as `iv`.

@@ -79,6 +79,21 @@ TEST(ViewerRunInfo, ReadsMetaFieldsAndToleratesAbsence) {
   EXPECT_EQ(read_run_info(run).mem_limit, 0);
 }
 
+// A damaged meta.json: the world used for bus factors and the toolbar comes from the ranks read
+// (a world_size of 2e9 was taken as is), and a capacity beyond range draws no line.
+TEST(ViewerRunInfo, DamagedMetaFallsBackToTheRanksRead) {
+  RunData run;
+  run.dir = "runs/x";
+  run.ranks.resize(2);
+  run.meta = {{"world_size", 2000000000}, {"mem_limit", 1e30}};
+  RunInfo a = read_run_info(run);
+  EXPECT_EQ(a.world, 2);
+  EXPECT_EQ(a.mem_limit, 0);
+  run.meta = {{"world_size", 1.5}, {"mem_limit", -5}};
+  EXPECT_EQ(read_run_info(run).world, 2);
+  EXPECT_EQ(read_run_info(run).mem_limit, 0);
+}
+
 TEST(ViewerRunModel, SummaryMatchesTheSchedule) {
   testing::SyntheticOptions o;
   o.ranks = 4;

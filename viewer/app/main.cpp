@@ -94,23 +94,28 @@ static void show_toolbar_panel(ViewerState& s) {
     s.selected_step = -1;
     show_all(s);
   }
-  // Step selector over the steps any run has.
-  int lo = INT_MAX, hi = INT_MIN;
+  // Step selector over the steps any run has. Step numbers come from files (any int): SliderInt
+  // asserts, aborting the viewer, once a bound passes 2^30, so the slider is over int64, whose
+  // limits (2^62) no int reaches, and cur +- 1 cannot overflow.
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
   for (const RunView& r : s.runs) {
     const auto& steps = r.run->model().steps;
     if (steps.empty()) continue;
-    lo = std::min(lo, steps.front().step);
-    hi = std::max(hi, steps.back().step);
+    lo = std::min<int64_t>(lo, steps.front().step);
+    hi = std::max<int64_t>(hi, steps.back().step);
   }
   if (lo <= hi) {
-    int cur = s.selected_step >= 0 ? s.selected_step : hi;
+    int64_t cur = std::clamp<int64_t>(s.selected_step >= 0 ? s.selected_step : hi, lo, hi);
     ImGui::SameLine(0, 16);
-    if (ImGui::ArrowButton("##prev", ImGuiDir_Left)) select_step(s, std::max(lo, cur - 1));
+    if (ImGui::ArrowButton("##prev", ImGuiDir_Left))
+      select_step(s, static_cast<int>(std::max(lo, cur - 1)));
     ImGui::SameLine();
     ImGui::SetNextItemWidth(220);
-    if (ImGui::SliderInt("step", &cur, lo, hi)) select_step(s, cur);
+    if (ImGui::SliderScalar("step", ImGuiDataType_S64, &cur, &lo, &hi, "%lld"))
+      select_step(s, static_cast<int>(std::clamp(cur, lo, hi)));
     ImGui::SameLine();
-    if (ImGui::ArrowButton("##next", ImGuiDir_Right)) select_step(s, std::min(hi, cur + 1));
+    if (ImGui::ArrowButton("##next", ImGuiDir_Right))
+      select_step(s, static_cast<int>(std::min(hi, cur + 1)));
   }
   // Scrubber: where the view starts in the first run, at the current zoom.
   if (!s.runs.empty()) {
@@ -118,8 +123,10 @@ static void show_toolbar_panel(ViewerState& s) {
     float start_ms = static_cast<float>(s.time.axis(0).t_begin() * 1e-6);
     ImGui::SameLine(0, 16);
     ImGui::SetNextItemWidth(320);
-    if (ImGui::SliderFloat("view start (ms)", &start_ms, 0.0f,
-                           static_cast<float>(std::max(1.0, t_last * 1e-6)), "%.1f")) {
+    // ImGui asserts on a float bound beyond FLT_MAX / 2: keep the range well inside it.
+    const float end_ms = static_cast<float>(std::clamp(t_last * 1e-6, 1.0, 1e30));
+    start_ms = std::clamp(start_ms, 0.0f, end_ms);
+    if (ImGui::SliderFloat("view start (ms)", &start_ms, 0.0f, end_ms, "%.1f")) {
       double dx = (s.time.axis(0).t_begin() - start_ms * 1e6) / s.time.ns_per_px();
       s.time.pan(dx);
       s.follow = false;
@@ -397,7 +404,8 @@ static void show_units_panel(ViewerState& s) {
   }
 }
 
-std::string per_step(double total, int steps, bool bytes) {
+// `steps` is a double: steps times ranks passes 2^31 on a long run read with many ranks.
+std::string per_step(double total, double steps, bool bytes) {
   double v = steps > 0 ? total / steps : total;
   return bytes ? format_bytes(static_cast<int64_t>(v)) : format_duration(v);
 }
@@ -458,7 +466,7 @@ static void show_summary_panel(ViewerState& s) {
         const RunModel& m = r.model();
         const OpStats& o = m.summary.ops[static_cast<int>(k)];
         if (o.count == 0) return std::string("-");
-        int steps = std::max(1, m.summary.n_steps) * std::max(1, static_cast<int>(m.ranks.size()));
+        double steps = std::max(1, m.summary.n_steps) * std::max<double>(1, m.ranks.size());
         return per_step(double(o.bytes), steps, true) + " per rank, busbw " +
                format_rate(o.bandwidth.busbw);
       });
@@ -508,7 +516,7 @@ static void show_summary_panel(ViewerState& s) {
     });
     row("comm, exposed /step", [&](const LiveRun& r) {
       const RunModel& m = r.model();
-      int steps = std::max(1, m.summary.n_steps) * std::max(1, static_cast<int>(m.ranks.size()));
+      double steps = std::max(1, m.summary.n_steps) * std::max<double>(1, m.ranks.size());
       std::snprintf(buf, sizeof buf, "%s, %s exposed (%.0f%% overlapped)",
                     per_step(double(m.summary.comm_ns), steps, false).c_str(),
                     per_step(double(m.summary.exposed_ns), steps, false).c_str(),
@@ -737,6 +745,12 @@ int run_viewer(const Options& opt) {
                     "(mean of the last %d), %lld vertices; model rebuild %.1f ms\n",
                     frames_done, fb_w, fb_h, ui, gl, frames_timed, static_cast<long long>(vtx),
                     rebuild);
+        // A script sees what the toolbar shows: a run's problem (a skipped rank file, a bad
+        // world_size) goes to stderr too.
+        for (const RunView& r : s.runs)
+          if (!r.run->status().empty())
+            std::fprintf(stderr, "shardlab-viewer: %s: %s\n", r.run->dir().c_str(),
+                         r.run->status().c_str());
         if (!opt.screenshot.empty()) {
           std::string err;
           if (!save_back_buffer_png(fb_w, fb_h, opt.screenshot, &err)) {
@@ -779,15 +793,26 @@ int main(int argc, char** argv) {
                  "render --frames frames, save the last as this PNG (with a .json of panel "
                  "rectangles next to it) and exit");
   app.add_option("--report", opt.report, "where to write the screenshot's JSON report");
+  // Every number is range-checked: --frames -1 used to mean "interactive", an endless loop under
+  // a script; a zero or huge window fails deep inside GLFW.
   app.add_option("--frames", opt.frames,
                  "render this many frames and exit (prints the mean frame time); default 3 with "
-                 "--screenshot");
-  app.add_option("--at-step", opt.at_step, "show this step (zoomed to it) instead of the whole run");
+                 "--screenshot")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--at-step", opt.at_step, "show this step (zoomed to it) instead of the whole run")
+      ->check(CLI::Range(0, INT_MAX));
   app.add_option("--until-steps", opt.until_steps,
-                 "with --frames: start counting frames once every run has this many steps");
-  app.add_option("--timeout", opt.timeout_s, "seconds to wait for --until-steps")->capture_default_str();
-  app.add_option("--width", opt.width, "window width")->capture_default_str();
-  app.add_option("--height", opt.height, "window height")->capture_default_str();
+                 "with --frames: start counting frames once every run has this many steps")
+      ->check(CLI::Range(0, INT_MAX));
+  app.add_option("--timeout", opt.timeout_s, "seconds to wait for --until-steps")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  app.add_option("--width", opt.width, "window width")
+      ->check(CLI::Range(64, 16384))
+      ->capture_default_str();
+  app.add_option("--height", opt.height, "window height")
+      ->check(CLI::Range(64, 16384))
+      ->capture_default_str();
   app.add_flag("--overlay", opt.overlay, "memory of all ranks overlaid in one plot (totals)");
   app.add_option("--mouse", opt.mouse, "with --frames: put the mouse at X Y (shows that tooltip)")
       ->expected(2);

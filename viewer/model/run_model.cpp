@@ -4,12 +4,26 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/base/json_get.hpp"
+#include "core/trace/summary.hpp"
+
 namespace shardlab::viewer {
 
 namespace {
 
+// A capacity from meta.json: a number of bytes or a string like "512MiB"; 0 (no capacity line)
+// for anything else, negative or beyond 2^62 (get<int64_t>() of 1e30 is undefined behaviour).
 int64_t meta_bytes(const nlohmann::json& v) {
-  if (v.is_number()) return std::max<int64_t>(0, v.get<int64_t>());
+  constexpr int64_t kMax = int64_t(1) << 62;
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= uint64_t(kMax) ? v.get<int64_t>() : 0;
+  if (v.is_number_integer()) {
+    const int64_t x = v.get<int64_t>();
+    return x >= 0 && x <= kMax ? x : 0;
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    return d >= 0 && d <= static_cast<double>(kMax) ? static_cast<int64_t>(d) : 0;
+  }
   if (v.is_string()) {
     try {
       return parse_bytes(v.get<std::string>());
@@ -40,10 +54,16 @@ RunInfo read_run_info(const RunData& run) {
     info.name = meta_string(m, "name");
     info.strategy = meta_string(m, "strategy");
     info.backend = meta_string(m, "backend");
+    // A world beyond kMaxRunRanks (or not an integer) is damage: the rank count then comes from
+    // the ranks the reader accepted, below.
     for (const char* key : {"world_size", "world", "ranks"}) {
       auto it = m.find(key);
       if (it != m.end() && it->is_number_integer()) {
-        info.world = it->get<int>();
+        try {
+          info.world = static_cast<int>(json_int(m, key, "meta.json", 1, kMaxRunRanks));
+        } catch (const IoError&) {
+          info.world = 0;
+        }
         break;
       }
     }
@@ -83,8 +103,8 @@ RunModel build_run_model(const RunData& run) {
     for (const SpanEvent& s : tr.spans) {
       OpStats& o = rm.ops[static_cast<int>(classify_op(s.op))];
       ++o.count;
-      o.bytes += s.bytes;
-      o.ns += std::max<int64_t>(0, s.t_end - s.t_start);
+      o.bytes = saturating_add(o.bytes, s.bytes);
+      o.ns = saturating_add(o.ns, std::max<int64_t>(0, s.t_end - s.t_start));
     }
     finish_bandwidth(rm.ops, m.info.world);
     m.t_last = std::max(m.t_last, rm.t_last);
@@ -92,12 +112,14 @@ RunModel build_run_model(const RunData& run) {
                                        tr.steps.size() + tr.marks.size());
 
     for (int k = 0; k < kNumOpKinds; ++k) {
-      m.summary.ops[k].count += rm.ops[k].count;
-      m.summary.ops[k].bytes += rm.ops[k].bytes;
-      m.summary.ops[k].ns += rm.ops[k].ns;
+      OpStats& o = m.summary.ops[k];
+      o.count += rm.ops[k].count;
+      o.bytes = saturating_add(o.bytes, rm.ops[k].bytes);
+      o.ns = saturating_add(o.ns, rm.ops[k].ns);
     }
-    m.summary.comm_ns += rm.exposed.comm_ns;
-    m.summary.exposed_ns += rm.exposed.exposed_ns;
+    m.summary.comm_ns = saturating_add(m.summary.comm_ns, rm.exposed.comm_ns);
+    m.summary.exposed_ns =
+        saturating_add(m.summary.exposed_ns, rm.exposed.exposed_ns);
     m.summary.max_peak = std::max(m.summary.max_peak, rm.mem.peak_total);
   }
   finish_bandwidth(m.summary.ops, m.info.world);

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <map>
 
+#include "core/trace/summary.hpp"
+
 namespace shardlab::viewer {
 
 std::vector<StepInfo> build_steps(const RunData& run) {
@@ -16,11 +18,14 @@ std::vector<StepInfo> build_steps(const RunData& run) {
       StepInfo& s = by_step[e.step];
       s.step = e.step;
       s.t_end = std::max(s.t_end, e.t);
-      s.tokens += e.tokens;
+      s.tokens = saturating_add(s.tokens, e.tokens);
       if (std::isfinite(e.step_time)) s.step_time = std::max(s.step_time, e.step_time);
       ++s.ranks_seen;
       loss_sum[e.step] += e.loss;
-      int64_t start = e.t - static_cast<int64_t>(std::llround(e.step_time * 1e9));
+      // step_time comes from a file: llround(1e300) is unspecified and t minus it overflows.
+      const double dt_ns =
+          std::isfinite(e.step_time) ? std::clamp(e.step_time * 1e9, 0.0, 4e18) : 0.0;
+      int64_t start = e.t - static_cast<int64_t>(std::llround(dt_ns));
       auto it = earliest_start.find(e.step);
       if (it == earliest_start.end() || start < it->second) earliest_start[e.step] = start;
     }
