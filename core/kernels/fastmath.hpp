@@ -1,6 +1,9 @@
 // exp and tanh in plain arithmetic (no libm call, no float compare), so that CPU loops over them
 // vectorise: libm's expf/tanhf are scalar calls, and under the default -ftrapping-math GCC will not
 // if-convert float compares. Clamps are done on the float bits as integers instead.
+// NaN in gives NaN out, as expf and tanhf do (a select on the bits too): a clamp alone would map
+// NaN to a tiny finite value, and a diverged model would then show a uniform softmax and a
+// finite loss instead of stopping.
 // Accuracy: exp_nonpos_approx within 2 ulp of expf on [-87, 0]; tanh_approx within 2e-7 absolute.
 // The same code runs in CUDA kernels, where it costs a few FMAs like the intrinsics would.
 #pragma once
@@ -16,8 +19,8 @@ namespace shardlab {
 // (e^-87 ~ 1.6e-38 is the last normal float region). Cephes expf: y = n ln2 + r, |r| <= ln2/2,
 // e^r by a degree-6 polynomial, 2^n built in the exponent bits.
 SL_HD float exp_nonpos_approx(float y) {
-  int32_t a = static_cast<int32_t>(f32_bits(y) & 0x7fffffffu);  // |y|: positive floats sort as ints
-  a = a > 0x42ae0000 ? 0x42ae0000 : a;                          // min(|y|, 87.0f)
+  const int32_t a0 = static_cast<int32_t>(f32_bits(y) & 0x7fffffffu);  // |y|: sorts as an int
+  const int32_t a = a0 > 0x42ae0000 ? 0x42ae0000 : a0;                // min(|y|, 87.0f)
   float x = -bits_f32(static_cast<uint32_t>(a));
   int n =
       -static_cast<int>(0.5f - x * 1.44269504088896341f);  // round(x log2 e), truncation is SIMD
@@ -30,10 +33,14 @@ SL_HD float exp_nonpos_approx(float y) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  return p * bits_f32(static_cast<uint32_t>(n + 127) << 23);
+  const float e = p * bits_f32(static_cast<uint32_t>(n + 127) << 23);
+  // NaN (bits above Inf's) passes through; -Inf still gives the clamp's ~1.6e-38.
+  const uint32_t nan = 0u - static_cast<uint32_t>(a0 > 0x7f800000);  // all ones for NaN
+  return bits_f32((f32_bits(y) & nan) | (f32_bits(e) & ~nan));
 }
 
 // tanh(x) = sign(x) (1 - e) / (1 + e), e = e^{-2|x|} in (0, 1]: no overflow at either end.
+// NaN propagates through exp_nonpos_approx.
 SL_HD float tanh_approx(float x) {
   float e = exp_nonpos_approx(2.0f * x);
   float t = (1.0f - e) / (1.0f + e);

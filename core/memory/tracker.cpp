@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <unistd.h>  // sysconf
+
 namespace shardlab {
 
 namespace {
@@ -37,11 +39,13 @@ std::string format_bytes(int64_t bytes) {
   return buf;
 }
 
-int64_t parse_bytes(const std::string& s) {
+int64_t parse_bytes(const std::string& s, const std::string& what) {
+  const std::string who = what.empty() ? "" : what + " ";
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   if (end == s.c_str() || !(v >= 0) || !std::isfinite(v))
-    SL_THROW(InvalidArgument, "cannot read '", s, "' as a size (examples: 512MiB, 2GiB, 1e9)");
+    SL_THROW(InvalidArgument, who, "cannot read '", s,
+             "' as a size (examples: 512MiB, 2GiB, 1e9)");
   std::string unit(end);
   struct U { const char* name; double mult; };
   const U units[] = {{"", 1},           {"B", 1},           {"KiB", 1024.0},
@@ -49,10 +53,23 @@ int64_t parse_bytes(const std::string& s) {
                      {"KB", 1e3},        {"MB", 1e6},         {"GB", 1e9},
                      {"TB", 1e12},       {"K", 1024.0},       {"M", 1048576.0},
                      {"G", 1073741824.0}};
-  for (const U& u : units)
-    if (unit == u.name) return static_cast<int64_t>(std::llround(v * u.mult));
-  SL_THROW(InvalidArgument, "unknown size unit '", unit, "' in '", s,
+  for (const U& u : units) {
+    if (unit != u.name) continue;
+    // llround of a value beyond int64 is undefined (in practice INT64_MIN): refuse it instead.
+    // 2^63 is exact as a double; anything at or above it does not fit.
+    const double bytes = v * u.mult;
+    if (!(bytes < 9223372036854775808.0))
+      SL_THROW(InvalidArgument, who, "'", s, "' is ", bytes,
+               " bytes, more than the largest size (2^63 - 1 bytes, 8 EiB)");
+    return static_cast<int64_t>(std::llround(bytes));
+  }
+  SL_THROW(InvalidArgument, who, "unknown size unit '", unit, "' in '", s,
            "' (use B, KiB, MiB, GiB, KB, MB, GB)");
+}
+
+int64_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
 }
 
 void MemoryTracker::allocate(MemCategory c, int64_t bytes) {

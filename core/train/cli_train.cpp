@@ -165,7 +165,7 @@ void apply_strings(TrainConfig& c, const TrainStrings& s) {
   c.param_dtype = parse_dtype(s.param_dtype);
   c.reduce_dtype = parse_dtype(s.reduce_dtype);
   c.accum_mode = parse_accum_mode(s.accum_mode);
-  c.mem_limit = parse_bytes(s.mem_limit);
+  c.mem_limit = parse_bytes(s.mem_limit, "--mem-limit");
   if (s.trace == "off") {
     if (c.run_dir != "auto" && !c.run_dir.empty())
       SL_THROW(InvalidArgument, "--trace off and --run-dir ", c.run_dir, ": choose one");
@@ -205,8 +205,12 @@ CliCommand add_train_command(CLI::App& app) {
       "train", "train a GPT on N ranks with any sharding strategy, one line per step");
   add_train_options(cmd, o->cfg, o->str);
   cmd->footer(kTrainFooter);
-  return {cmd, [o] {
+  return {cmd, [o, cmd] {
             apply_strings(o->cfg, o->str);
+            // validate() sees only the value: an explicit --hybrid-group 0 is refused here.
+            if (cmd->count("--hybrid-group") > 0 && o->cfg.strategy != Strategy::hybrid_shard)
+              SL_THROW(InvalidArgument,
+                       hybrid_group_unused_message(o->cfg.hybrid_group, o->cfg.strategy));
             run_training(o->cfg, std::cout);
             return 0;
           }};
