@@ -69,7 +69,8 @@ bool any_exponent_all_ones(const Bits* x, int64_t n, Bits exp_mask) {
 bool all_finite(Device& dev, const void* x, DType t, int64_t n) {
 #if SHARDLAB_WITH_CUDA
   if (dev.kind() == DeviceKind::cuda) {
-    if (t == DType::f32) return std::isfinite(cuda::sum_squares(dev, static_cast<const float*>(x), n));
+    if (t == DType::f32)
+      return std::isfinite(cuda::sum_squares(dev, static_cast<const float*>(x), n));
     Buffer tmp = dev.alloc(n * 4, MemCategory::workspace);
     cuda::cast_to_f32(dev, tmp.f32(), x, t, n);
     return std::isfinite(cuda::sum_squares(dev, tmp.f32(), n));

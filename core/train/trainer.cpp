@@ -124,8 +124,8 @@ std::string bytes_text(long double b) {
 
 void TrainConfig::check_sizes(const GPTConfig& m) const {
   const long double host = static_cast<long double>(host_memory_bytes());
-  const std::string more = host > 0 ? ", more than this machine's " + bytes_text(host) + " of memory"
-                                    : "";
+  const std::string more =
+      host > 0 ? ", more than this machine's " + bytes_text(host) + " of memory" : "";
   const auto too_big = [&](long double bytes) { return host > 0 && bytes > host; };
 
   // The synthetic corpus: uint16 token ids, all in memory.
