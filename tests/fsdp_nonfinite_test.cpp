@@ -63,7 +63,7 @@ TEST(FsdpNonFinite, NaNParameterStopsAtTheLossOfThatStep) {
   const std::string msg = run_until_error(test_config(Strategy::full_shard), 2, 3, [](Engine& e) {
     poke_root(e, "wte.weight", 5, kNaN);  // token 5's embedding, and its logit in the tied head
   });
-  expect_has(msg, "step 1: loss is nan");
+  expect_has(msg, "step 1: loss is NaN");
   expect_has(msg, "diverged");
 }
 

@@ -77,7 +77,8 @@ float Engine::Impl::clip_grad_norm(float max_norm) {
 
 void Engine::Impl::check_loss_finite(float loss) const {
   if (!std::isfinite(loss))
-    SL_THROW(Error, "step ", steps + 1, ": loss is ", loss,
+    SL_THROW(Error, "step ", steps + 1, ": loss is ",
+             std::isnan(loss) ? "NaN" : (loss > 0 ? "+Inf" : "-Inf"),
              " on this rank's batch: the run diverged (lower --lr, now ", cfg.optim.lr,
              ", or set --clip)");
 }
