@@ -39,8 +39,11 @@ bad sgd_lr10_diverges_saving 'step [0-9]+: .*(NaN or Inf|loss is)' \
   "$SHARDLAB" train "${diverge[@]}" --save-every 1 --ckpt-dir div_ckpt
 # The newest checkpoint is the last step with finite parameters: it exports and loads (--init-from
 # refuses a NaN or Inf tensor; --steps 0 loads without training from it).
-expect diverged_ckpt_is_finite bash -c "'$SHARDLAB' export div_ckpt div.safetensors &&
-  '$SHARDLAB' train --model tiny --steps 0 --trace off --init-from div.safetensors"
+last_checkpoint_exports_and_loads() {
+  "$SHARDLAB" export div_ckpt div.safetensors &&
+    "$SHARDLAB" train --model tiny --steps 0 --trace off --init-from div.safetensors
+}
+expect diverged_ckpt_is_finite last_checkpoint_exports_and_loads
 
 # --init-from a safetensors file holding one NaN: refused at load, naming file and tensor.
 "$SHARDLAB" train --model tiny --steps 1 --trace off --save-every 1 --ckpt-dir "$WORK/nan_src" \
