@@ -106,7 +106,7 @@ void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {
   cmd->add_option("--device", c.device, "cpu | cuda (needs --backend nccl and a CUDA build)")
       ->group("Parallelism");
   cmd->add_option("--hybrid-group", c.hybrid_group,
-                  "hybrid_shard: ranks per shard group G (must divide the ranks; 0 = all)")
+                  "hybrid_shard only: ranks per shard group G (must divide the ranks; 0 = all)")
       ->group("Parallelism");
   cmd->add_option("--prefetch", c.prefetch,
                   "units whose all-gather is issued ahead of the one computing (0 = off)")
