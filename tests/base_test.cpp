@@ -123,6 +123,25 @@ TEST(MemoryTracker, ParseAndFormatBytes) {
   EXPECT_THROW(parse_bytes("0.4"), InvalidArgument);
   EXPECT_THROW(parse_bytes("1e-30"), InvalidArgument);
   EXPECT_EQ(format_bytes(1536), "1.50 KiB");
+  // Beyond int64: refused naming the option (llround gave INT64_MIN, printed as
+  // -9223372036854775808), not wrapped.
+  EXPECT_EQ(parse_bytes("8589934591GiB"), 8589934591ll << 30);  // just below 2^63
+  for (const char* big : {"99999999999999999999999GiB", "8589934592GiB", "1e19", "1e300TB"}) {
+    try {
+      parse_bytes(big, "--mem-limit");
+      ADD_FAILURE() << big << ": no throw";
+    } catch (const InvalidArgument& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(std::string("--mem-limit '") + big + "'"), std::string::npos) << m;
+      EXPECT_NE(m.find("more than the largest size"), std::string::npos) << m;
+    }
+  }
+  try {
+    parse_bytes("lots", "--mem-limit");
+    ADD_FAILURE() << "no throw";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--mem-limit cannot read 'lots'"), std::string::npos);
+  }
 }
 
 TEST(CpuDevice, BuffersAreTrackedAndMoveOnly) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include "core/base/dtype.hpp"
@@ -414,4 +415,31 @@ TEST(CheckpointSafetensors, PythonSafetensorsPackageReadsTheExport) {
   auto [out, rc] = run(python() + " " + script + " " + path);
   ASSERT_EQ(rc, 0) << out;
   expect_same_sums(sorted_lines(out), expected_lines(full));
+}
+
+// A NaN or Inf parameter is refused at import, naming the file, the tensor and the element: it
+// would otherwise make every loss non-finite from the first step (`shardlab train --init-from`).
+TEST(CheckpointSafetensors, NonFiniteTensorIsRefusedNamingTensorAndElement) {
+  FullState full = make_full_state(tiny_config(), 33);
+  const UnitLayout block0 = unit_layout(tiny_config(), 1);
+  const ParamEntry& ln = block0.find("h.0.ln_1.weight");
+  full.data[kStateParams][1][ln.offset + 3] = std::numeric_limits<float>::quiet_NaN();
+  const std::string path = exported(full, "st_nan", "f32");
+  // Rank 0 of 1 reads it all; of 3 ranks only the one whose range holds the element refuses it.
+  int refused = 0;
+  for (int world : {1, 3})
+    for (int r = 0; r < world; ++r) {
+      RankHolding h = make_holding(full, r, world, false, false);
+      for (auto& u : h.shards) {
+        u.states.erase(kStateExpAvg);
+        u.states.erase(kStateExpAvgSq);
+      }
+      try {
+        load_safetensors_into(path, h.shards);
+      } catch (const InvalidArgument& e) {
+        ++refused;
+        expect_has(e.what(), "model.safetensors: tensor h.0.ln_1.weight holds nan at element 3 of");
+      }
+    }
+  EXPECT_EQ(refused, 2);
 }

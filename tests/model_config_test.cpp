@@ -77,8 +77,8 @@ TEST(ModelConfig, ValidateNamesTheField) {
   cfg = GPTConfig::preset("tiny");
   cfg.n_embd = 2147483646;
   cfg.n_head = 2;
-  EXPECT_NE(error_of(cfg).find("C=2147483646 is"), std::string::npos) << error_of(cfg);
-  EXPECT_NE(error_of(cfg).find("more than the 1e15"), std::string::npos) << error_of(cfg);
+  EXPECT_NE(error_of(cfg).find("n_embd 2147483646 give"), std::string::npos) << error_of(cfg);
+  EXPECT_NE(error_of(cfg).find("more than the 2^56"), std::string::npos) << error_of(cfg);
   cfg = GPTConfig::preset("gpt2");
   cfg.n_layer = 96;
   cfg.n_embd = 12288;
@@ -196,3 +196,20 @@ TEST(ModelGPT, OwnsTrackedParamsAndGrads) {
   cfg.n_head = 3;
   EXPECT_THROW(GPT(*dev, cfg, 1), InvalidArgument);
 }
+
+// num_params() counts in int64, where 12 n_embd^2 overflows for n_embd near 2^31 (UBSan: signed
+// overflow in config.cpp). validate() refuses such a model, naming its sizes.
+TEST(ModelConfig, ValidateRefusesAParameterCountBeyondInt64) {
+  GPTConfig cfg = GPTConfig::preset("tiny");
+  cfg.n_embd = 2147483646;  // divisible by n_head 2
+  const std::string msg = error_of(cfg);
+  EXPECT_NE(msg.find("n_embd 2147483646 give"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("more than the 2^56"), std::string::npos) << msg;
+  cfg = GPTConfig::preset("tiny");
+  cfg.n_layer = 2147483647;
+  cfg.n_embd = 65536;  // 12 C^2 L ~ 1.1e20
+  EXPECT_NE(error_of(cfg).find("n_layer 2147483647"), std::string::npos) << error_of(cfg);
+  cfg = GPTConfig::preset("gpt2");
+  EXPECT_EQ(error_of(cfg), "");
+}
+

@@ -2,6 +2,7 @@
 #include "core/checkpoint/hf_safetensors.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -90,7 +91,17 @@ int load_safetensors_into(const std::string& path, const std::vector<CkptShard>&
     for (size_t ti = 0; ti < u.tensors.size(); ++ti) {
       const CkptTensor& t = u.tensors[ti];
       int64_t lo = std::max(u.begin, t.offset), hi = std::min(u.end, t.offset + t.numel);
-      if (lo < hi) file.read_f32(*match[ui][ti], lo - t.offset, hi - lo, dst + (lo - u.begin));
+      if (lo < hi) {
+        float* got = dst + (lo - u.begin);
+        file.read_f32(*match[ui][ti], lo - t.offset, hi - lo, got);
+        // A NaN or Inf parameter would make every loss NaN from the first step (or, before the
+        // kernels propagated NaN, a plausible finite loss): refuse it here, naming the element.
+        for (int64_t i = 0; i < hi - lo; ++i)
+          if (!std::isfinite(got[i]))
+            SL_THROW(InvalidArgument, path, ": tensor ", match[ui][ti]->name, " holds ", got[i],
+                     " at element ", lo - t.offset + i, " of ", t.numel,
+                     ": parameters must be finite");
+      }
       ++read;
     }
   }

@@ -238,6 +238,7 @@ StepStats Engine::step(const std::vector<const int*>& tokens,
   double loss = 0;
   for (int k = 0; k < K; ++k) loss += m.forward_backward(tokens[k], targets[k], B, T, k, K);
   st.loss = static_cast<float>(loss / K);
+  m.check_loss_finite(st.loss);
   st.grad_norm = m.cfg.clip > 0 ? m.clip_grad_norm(m.cfg.clip) : 0.0f;
   m.optimizer_step();
   st.tokens = static_cast<int64_t>(K) * B * T;

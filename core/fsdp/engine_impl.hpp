@@ -63,6 +63,7 @@ struct Engine::Impl {
   int inflight_gathers = 0;
   int steps = 0;
   float grad_coef = 1.0f;  // clipping factor applied in optimizer_step
+  bool grads_known_finite = false;  // clip_grad_norm found a finite global norm this step
 
   // Dtype sizes and the strategy's shape.
   int64_t psz() const { return dtype_size(cfg.param_dtype); }
@@ -97,6 +98,12 @@ struct Engine::Impl {
 
   // ---- optimizer (optim_step.cpp)
   float clip_grad_norm(float max_norm);
+  // Divergence checks, before a unit is updated and before anything is saved: each throws Error
+  // naming the step (steps + 1), the unit and this rank. A rank that finds nothing goes on and
+  // fails in its next collective once the finding rank has aborted the world, so no rank reaches
+  // a checkpoint save. optimizer_step checks each unit's reduced gradient (unless clipping found
+  // a finite global norm, which proves it) and its updated parameters (fp32 master when mixed).
+  void check_loss_finite(float loss) const;
   void optimizer_step();
   void* owned_params(FsdpUnit& u);  // param_dtype elements of the owned range
   void* owned_grads(FsdpUnit& u);   // reduce_dtype elements of the owned range

@@ -1,14 +1,25 @@
-// After the gradients are reduced: global-norm clipping across shards, AdamW on the rank's owned
-// range (fp32 master and moments), the all-gather of updated parameters for the strategies that
-// keep full parameters but shard the update, and the shard access checkpoints use.
+// After the gradients are reduced: global-norm clipping across shards, the divergence checks
+// (loss, reduced gradient, updated parameters), AdamW on the rank's owned range (fp32 master and
+// moments), the all-gather of updated parameters for the strategies that keep full parameters but
+// shard the update, and the shard access checkpoints use.
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "core/base/error.hpp"
 #include "core/fsdp/engine_impl.hpp"
 #include "core/kernels/elementwise.hpp"
+#include "core/model/params.hpp"
 
 namespace shardlab {
+
+namespace {
+// "unit 2 (block 1)": which parameters a unit id holds, for messages.
+std::string unit_what(int id) {
+  if (id == kRootUnit) return "unit 0 (embeddings and ln_f)";
+  return "unit " + std::to_string(id) + " (block " + std::to_string(id - 1) + ")";
+}
+}  // namespace
 
 void* Engine::Impl::owned_params(FsdpUnit& u) {
   char* p = static_cast<char*>(u.params.data());
@@ -53,9 +64,23 @@ float Engine::Impl::clip_grad_norm(float max_norm) {
     total = 0;
     for (int r = first; r < first + G; ++r) total += partial[r];
   }
+  // The sum of squares is finite exactly when every element is (elementwise.hpp, all_finite).
+  grads_known_finite = std::isfinite(total);
   const float norm = static_cast<float>(std::sqrt(total));
   grad_coef = (max_norm > 0 && norm > max_norm) ? max_norm / (norm + 1e-6f) : 1.0f;
   return norm;
+}
+
+// ---- divergence checks -------------------------------------------------------------------------
+// NaN or Inf anywhere ends the run at the step it appears: a NaN parameter makes every later loss
+// NaN (or, through a clamp, a plausible finite number) and would be saved as a checkpoint.
+
+void Engine::Impl::check_loss_finite(float loss) const {
+  if (!std::isfinite(loss))
+    SL_THROW(Error, "step ", steps + 1, ": loss is ",
+             std::isnan(loss) ? "NaN" : (loss > 0 ? "+Inf" : "-Inf"),
+             " on this rank's batch: the run diverged (lower --lr, now ", cfg.optim.lr,
+             ", or set --clip)");
 }
 
 void Engine::Impl::optimizer_step() {
@@ -71,9 +96,18 @@ void Engine::Impl::optimizer_step() {
         cast_to_f32(dev, gtmp.f32(), owned_grads(u), cfg.reduce_dtype, n);
         g32 = gtmp.f32();
       }
+      if (!grads_known_finite && !all_finite(dev, g32, DType::f32, n))
+        SL_THROW(Error, "step ", steps + 1, ": the reduced gradient of ", unit_what(u.id),
+                 " holds NaN or Inf on rank ", world.rank(),
+                 ": the run diverged (lower --lr, now ", cfg.optim.lr, ", or set --clip)");
       if (grad_coef != 1.0f) scale_array(dev, g32, grad_coef, n);
       float* p32 = mixed() ? u.master.f32() : static_cast<float*>(owned_params(u));
       u.opt->step(p32, g32, n);
+      // Finite gradients can still overflow a parameter (a large enough learning rate).
+      if (!all_finite(dev, p32, DType::f32, n))
+        SL_THROW(Error, "step ", steps + 1, ": the optimizer update left NaN or Inf in the ",
+                 "parameters of ", unit_what(u.id), " on rank ", world.rank(),
+                 ": the run diverged (lower --lr, now ", cfg.optim.lr, ", or set --clip)");
       if (mixed()) cast_from_f32(dev, owned_params(u), cfg.param_dtype, p32, n);
     }
   }
@@ -90,6 +124,7 @@ void Engine::Impl::optimizer_step() {
     u.grads_fresh = true;
   }
   grad_coef = 1.0f;
+  grads_known_finite = false;
   ++steps;
 }
 

@@ -23,9 +23,10 @@ SL_HD float crossentropy_forward_row(float* row /* (V) */, int target, int V) {
   float inv = 1.0f / sum;
   for (int i = 0; i < V; ++i) row[i] *= inv;
   if (target < 0) return 0.0f;
-  // -log p computed from the normalised value; 1e-30 guards log(0) after underflow.
+  // -log p computed from the normalised value; 1e-30 guards log(0) after underflow. The compare
+  // is written so that a NaN p (diverged logits) stays NaN rather than becoming the guard's 69.
   float p = row[target];
-  return -logf(p > 1e-30f ? p : 1e-30f);
+  return -logf(p < 1e-30f ? 1e-30f : p);
 }
 
 // dlogits = dloss * (p - onehot(target)), overwritten.

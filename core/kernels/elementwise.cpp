@@ -1,6 +1,8 @@
 // CPU loops of the element-wise array kernels.
 #include "core/kernels/elementwise.hpp"
 
+#include <cmath>
+
 namespace shardlab {
 
 void fill_array(Device& dev, float* x, float value, int64_t n) {
@@ -51,6 +53,38 @@ double sum_squares(Device& dev, const float* x, int64_t n) {
   double s = 0.0;
   for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
   return s;
+}
+
+namespace {
+// 1 when any element's exponent bits are all ones (Inf or NaN). An OR over the bits rather than an
+// early exit: the loop stays branch-free and vectorises.
+template <typename Bits>
+bool any_exponent_all_ones(const Bits* x, int64_t n, Bits exp_mask) {
+  Bits bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad |= static_cast<Bits>((x[i] & exp_mask) == exp_mask);
+  return bad != 0;
+}
+}  // namespace
+
+bool all_finite(Device& dev, const void* x, DType t, int64_t n) {
+#if SHARDLAB_WITH_CUDA
+  if (dev.kind() == DeviceKind::cuda) {
+    if (t == DType::f32)
+      return std::isfinite(cuda::sum_squares(dev, static_cast<const float*>(x), n));
+    Buffer tmp = dev.alloc(n * 4, MemCategory::workspace);
+    cuda::cast_to_f32(dev, tmp.f32(), x, t, n);
+    return std::isfinite(cuda::sum_squares(dev, tmp.f32(), n));
+  }
+#endif
+  (void)dev;
+  switch (t) {
+    case DType::f32:
+      return !any_exponent_all_ones(static_cast<const uint32_t*>(x), n, uint32_t{0x7f800000u});
+    case DType::bf16:
+      return !any_exponent_all_ones(static_cast<const uint16_t*>(x), n, uint16_t{0x7f80u});
+    default:
+      return !any_exponent_all_ones(static_cast<const uint16_t*>(x), n, uint16_t{0x7c00u});
+  }
 }
 
 }  // namespace shardlab

@@ -23,6 +23,11 @@ void cast_from_f32(Device& dev, void* dst, DType dst_type, const float* src, int
 void cast_to_f32(Device& dev, float* dst, const void* src, DType src_type, int64_t n);
 // sum_i x_i^2 on the host, accumulated in double (the squared L2 norm, for clipping).
 double sum_squares(Device& dev, const float* x, int64_t n);
+// True when none of the n elements of type t is NaN or Inf: the engine's per-step divergence
+// check. On the CPU an integer test of the exponent bits (vectorises, no float compare); on a GPU
+// sum_squares, which is finite exactly when every element is (|x| < 2^128, so even 2^63 squares
+// stay far below the double's 2^1024).
+bool all_finite(Device& dev, const void* x, DType t, int64_t n);
 
 #if SHARDLAB_WITH_CUDA
 namespace cuda {

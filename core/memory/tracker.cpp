@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <unistd.h>  // sysconf
+
 namespace shardlab {
 
 namespace {
@@ -37,11 +39,13 @@ std::string format_bytes(int64_t bytes) {
   return buf;
 }
 
-int64_t parse_bytes(const std::string& s) {
+int64_t parse_bytes(const std::string& s, const std::string& what) {
+  const std::string who = what.empty() ? "" : what + " ";
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   if (end == s.c_str() || !(v >= 0) || !std::isfinite(v))
-    SL_THROW(InvalidArgument, "cannot read '", s, "' as a size (examples: 512MiB, 2GiB, 1e9)");
+    SL_THROW(InvalidArgument, who, "cannot read '", s,
+             "' as a size (examples: 512MiB, 2GiB, 1e9)");
   std::string unit(end);
   struct U { const char* name; double mult; };
   const U units[] = {{"", 1},           {"B", 1},           {"KiB", 1024.0},
@@ -51,20 +55,26 @@ int64_t parse_bytes(const std::string& s) {
                      {"G", 1073741824.0}};
   for (const U& u : units) {
     if (unit != u.name) continue;
+    // llround of a value beyond int64 is undefined (in practice INT64_MIN): refuse it instead.
+    // 2^63 is exact as a double; anything at or above it does not fit.
     const double bytes = v * u.mult;
-    // llround of anything at or past 2^63 is undefined (x86 gives INT64_MIN, which then read as
-    // "a negative limit"); nobody has an exabyte per rank, so say the size is too large.
-    if (!(bytes < 9.2e18))
-      SL_THROW(InvalidArgument, "size '", s, "' is too large (at most about 8 EiB)");
+    if (!(bytes < 9223372036854775808.0))
+      SL_THROW(InvalidArgument, who, "'", s, "' is ", bytes,
+               " bytes, more than the largest size (2^63 - 1 bytes, 8 EiB)");
     const int64_t n = static_cast<int64_t>(std::llround(bytes));
     // "0" means "no limit" to its callers: a nonzero size must not silently round to it.
     if (n == 0 && bytes > 0)
-      SL_THROW(InvalidArgument, "size '", s, "' rounds to 0 bytes, which means no limit; give at "
+      SL_THROW(InvalidArgument, who, "'", s, "' rounds to 0 bytes, which means no limit; give at "
                "least 1 B, or 0 for none");
     return n;
   }
-  SL_THROW(InvalidArgument, "unknown size unit '", unit, "' in '", s,
+  SL_THROW(InvalidArgument, who, "unknown size unit '", unit, "' in '", s,
            "' (use B, KiB, MiB, GiB, KB, MB, GB)");
+}
+
+int64_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
 }
 
 void MemoryTracker::allocate(MemCategory c, int64_t bytes) {

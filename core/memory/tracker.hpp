@@ -38,9 +38,13 @@ class OutOfMemory : public Error {
 
 // Bytes "1.50 MiB" style, for messages and tables.
 std::string format_bytes(int64_t bytes);
-// Parses "512MiB", "2GiB", "1.5GB", "4096" (bytes); throws InvalidArgument, also for sizes past
-// int64 and for a nonzero size that rounds to 0 bytes (0 means "no limit" to the callers).
-int64_t parse_bytes(const std::string& s);
+// Parses "512MiB", "2GiB", "1.5GB", "4096" (bytes); throws InvalidArgument, naming `what` (the
+// option, e.g. "--mem-limit") when given, also for a size beyond int64 (2^63 - 1 bytes) and for
+// a nonzero size that rounds to 0 bytes (0 means "no limit" to the callers).
+int64_t parse_bytes(const std::string& s, const std::string& what = "");
+// This machine's physical memory in bytes (0 when the system does not say): the bound the
+// trainer's up-front size checks compare a request with.
+int64_t host_memory_bytes();
 
 // One rank's accounting. Thread-safe: a rank's compute thread and its communication worker both
 // allocate. A listener (the trace recorder) sees every change, in order, under the tracker's lock.

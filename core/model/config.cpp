@@ -52,15 +52,18 @@ void GPTConfig::validate() const {
       SL_THROW(InvalidArgument, "GPTConfig: ", field, " ", value, " must be positive");
   if (n_embd % n_head != 0)
     SL_THROW(InvalidArgument, "GPTConfig: n_head ", n_head, " does not divide n_embd ", n_embd);
-  // num_params() and every byte count built on it are int64: 12 C^2 alone wraps for C near 2^31.
-  // Counted in double, the same bound `shardlab plan --params` keeps.
-  const double c = n_embd;
-  const double params = (static_cast<double>(vocab_size) + max_seq_len + 2) * c +
-                        static_cast<double>(n_layer) * (12 * c * c + 13 * c);
-  if (!(params <= 1e15))
-    SL_THROW(InvalidArgument, "GPTConfig: V=", vocab_size, " T=", max_seq_len, " L=", n_layer,
-             " C=", n_embd, " is ", params, " parameters, more than the 1e15 whose byte counts fit "
-             "64 bits");
+  // num_params() counts in int64: with n_embd near 2^31, 12 C^2 alone overflows it. The count in
+  // long double first; 2^56 parameters (256 PiB as fp32) is far beyond any machine, and keeps
+  // every byte count derived from it (x 16 for params, grads and Adam's m and v) inside int64.
+  const long double C = n_embd;
+  const long double params = static_cast<long double>(vocab_size) * C +
+                             static_cast<long double>(max_seq_len) * C + 2 * C +
+                             static_cast<long double>(n_layer) * (12 * C * C + 13 * C);
+  constexpr long double kMaxParams = 72057594037927936.0L;  // 2^56
+  if (params > kMaxParams)
+    SL_THROW(InvalidArgument, "GPTConfig: vocab_size ", vocab_size, ", max_seq_len ", max_seq_len,
+             ", n_layer ", n_layer, ", n_embd ", n_embd, " give ", static_cast<double>(params),
+             " parameters, more than the 2^56 (7.2e+16) this program counts");
 }
 
 int64_t GPTConfig::num_params() const {

@@ -53,13 +53,13 @@ CliCommand add_plan_command(CLI::App& app) {
             if (end == o->params.c_str() || *end != 0 || !(psi >= 0))
               SL_THROW(InvalidArgument, "--params ", o->params,
                        ": expected a parameter count such as 7.5e9");
-            // 1e30 (or inf) became INT64_MIN in the cast below, and 1e18 wrapped the 16-bytes-per-
-            // parameter sums into negative sizes: keep Psi where every byte count fits int64.
-            if (!(psi <= 1e15))
-              SL_THROW(InvalidArgument, "--params ", o->params,
-                       ": at most 1e15 parameters (the byte counts must fit 64 bits)");
+            // The cast of a double beyond int64 is undefined (it printed INT64_MIN); 2^56 is
+            // the bound GPTConfig keeps too, so every byte count (x 16 and more) fits int64.
+            if (!(psi <= 72057594037927936.0))
+              SL_THROW(InvalidArgument, "--params ", o->params, ": ", psi,
+                       " parameters is more than the 2^56 (7.2e+16) the planner counts");
             p.params = static_cast<int64_t>(psi);
-            p.capacity = parse_bytes(o->limit);
+            p.capacity = parse_bytes(o->limit, "--mem-limit");
             p.param_dtype = parse_dtype(o->param_dtype);
             p.reduce_dtype = parse_dtype(o->reduce_dtype);
             for (const std::string& s : o->strategies) p.strategies.push_back(parse_strategy(s));

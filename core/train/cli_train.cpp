@@ -108,7 +108,7 @@ void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {
   cmd->add_option("--device", c.device, "cpu | cuda (needs --backend nccl and a CUDA build)")
       ->group("Parallelism");
   cmd->add_option("--hybrid-group", c.hybrid_group,
-                  "hybrid_shard: ranks per shard group G (must divide the ranks; 0 = all)")
+                  "hybrid_shard only: ranks per shard group G (must divide the ranks; 0 = all)")
       ->group("Parallelism");
   cmd->add_option("--prefetch", c.prefetch,
                   "units whose all-gather is issued ahead of the one computing (0 = off)")
@@ -180,7 +180,7 @@ void apply_strings(TrainConfig& c, const TrainStrings& s) {
   c.param_dtype = parse_dtype(s.param_dtype);
   c.reduce_dtype = parse_dtype(s.reduce_dtype);
   c.accum_mode = parse_accum_mode(s.accum_mode);
-  c.mem_limit = parse_bytes(s.mem_limit);
+  c.mem_limit = parse_bytes(s.mem_limit, "--mem-limit");
   if (!s.slow_rank.empty()) c.slow_rank = parse_slow_rank(s.slow_rank);
   if (!s.hang_rank.empty()) c.hang_rank = parse_hang_rank(s.hang_rank);
   if (s.trace == "off") {
@@ -222,8 +222,12 @@ CliCommand add_train_command(CLI::App& app) {
       "train", "train a GPT on N ranks with any sharding strategy, one line per step");
   add_train_options(cmd, o->cfg, o->str);
   cmd->footer(kTrainFooter);
-  return {cmd, [o] {
+  return {cmd, [o, cmd] {
             apply_strings(o->cfg, o->str);
+            // validate() sees only the value: an explicit --hybrid-group 0 is refused here.
+            if (cmd->count("--hybrid-group") > 0 && o->cfg.strategy != Strategy::hybrid_shard)
+              SL_THROW(InvalidArgument,
+                       hybrid_group_unused_message(o->cfg.hybrid_group, o->cfg.strategy));
             run_training(o->cfg, std::cout);
             return 0;
           }};

@@ -154,6 +154,8 @@ void TrainConfig::validate() const {
   if (!(clip >= 0.0f)) SL_THROW(InvalidArgument, "--clip ", clip, ": must be >= 0 (0 = off)");
   if (mem_limit < 0) SL_THROW(InvalidArgument, "--mem-limit ", mem_limit, ": must be >= 0");
   if (hybrid_group < 0) SL_THROW(InvalidArgument, "--hybrid-group ", hybrid_group, ": must be >= 1");
+  if (hybrid_group > 0 && strategy != Strategy::hybrid_shard)
+    SL_THROW(InvalidArgument, hybrid_group_unused_message(hybrid_group, strategy));
   // --ranks is the world size unless mpirun decides it (backend mpi, or nccl with one process per
   // GPU); then each rank checks the batch split against the MPI world.
   if (backend == "local" || (backend == "nccl" && !under_mpirun())) {
@@ -179,6 +181,84 @@ void TrainConfig::validate() const {
   if (data == "synthetic" && synthetic.vocab > m.vocab_size)
     SL_THROW(InvalidArgument, "--synthetic-vocab ", synthetic.vocab,
              " exceeds the model's vocab_size ", m.vocab_size);
+  check_sizes(m);
+}
+
+std::string hybrid_group_unused_message(int group, Strategy s) {
+  return detail::concat("--hybrid-group ", group, " applies only to --strategy hybrid_shard (this ",
+                        "run's strategy is ", strategy_name(s),
+                        "): drop it, or add --strategy hybrid_shard");
+}
+
+// ---- sizes ----------------------------------------------------------------------------------
+// A request larger than the machine ended in a bare std::bad_alloc (or, past int64, in signed
+// overflow) somewhere inside the run. The buffers every run allocates in full are sized here
+// first, in long double so no product of user values overflows, and compared with the host's
+// memory: the message names the options that ask, and how much.
+
+namespace {
+
+std::string bytes_text(long double b) {
+  return b < 9.0e18L ? format_bytes(static_cast<int64_t>(b))
+                     : detail::concat(static_cast<double>(b), " bytes");
+}
+
+}  // namespace
+
+void TrainConfig::check_sizes(const GPTConfig& m) const {
+  const long double host = static_cast<long double>(host_memory_bytes());
+  const std::string more =
+      host > 0 ? ", more than this machine's " + bytes_text(host) + " of memory" : "";
+  const auto too_big = [&](long double bytes) { return host > 0 && bytes > host; };
+
+  // The synthetic corpus: uint16 token ids, all in memory.
+  if (data == "synthetic" && too_big(2.0L * synthetic.tokens))
+    SL_THROW(InvalidArgument, "--corpus-tokens ", synthetic.tokens, " asks for ",
+             bytes_text(2.0L * synthetic.tokens), " of uint16 token ids", more);
+
+  // With the local backend (or nccl without mpirun) every rank lives in this process. Each
+  // step's inputs and targets are int32, in the loader and again in the device's buffers (the
+  // same host memory on a CPU device).
+  const bool one_process = backend == "local" || (backend == "nccl" && !under_mpirun());
+  const long double tokens = static_cast<long double>(batch) * seq;
+  const long double token_bytes = tokens * (device == "cpu" ? 16 : 8);
+  if (one_process && too_big(token_bytes))
+    SL_THROW(InvalidArgument, "--batch ", batch, " x --seq ", seq, " asks for ",
+             static_cast<double>(tokens), " tokens per step, ", bytes_text(token_bytes),
+             " of token buffers", more);
+
+  // Kernels index a micro-batch's B*T rows with int: more would wrap.
+  const long double micro_tokens = tokens / (static_cast<long double>(ranks) * accum);
+  if (micro_tokens > 2147483647.0L)
+    SL_THROW(InvalidArgument, "--batch ", batch, " x --seq ", seq, " over --ranks ", ranks,
+             " x --accum ", accum, " gives ", static_cast<double>(micro_tokens),
+             " tokens per rank and micro-batch, more than the 2^31 - 1 the kernels index");
+
+  if (!one_process || device != "cpu") return;  // the rest is per process, or in GPU memory
+  // The model's persistent state over all ranks: one copy of the parameters, the gradients and
+  // the optimizer's state however they are sharded (fp32 master copy when params are 16-bit).
+  const long double params = static_cast<long double>(m.num_params());
+  const int optim_floats = optim.kind == OptimizerKind::adamw ? 2 : (optim.momentum > 0 ? 1 : 0);
+  const long double per_param = static_cast<long double>(dtype_size(param_dtype)) +
+                                dtype_size(reduce_dtype) + 4 * optim_floats +
+                                (param_dtype == DType::f32 ? 0 : 4);
+  std::string model_opts = "--model " + model;
+  const std::pair<const char*, int> overrides[] = {{"--n-layer", n_layer},
+                                                    {"--n-embd", n_embd},
+                                                    {"--vocab-size", vocab_size},
+                                                    {"--max-seq-len", max_seq_len}};
+  for (const auto& [name, v] : overrides)
+    if (v > 0) model_opts += detail::concat(" ", name, " ", v);
+  if (too_big(params * per_param))
+    SL_THROW(InvalidArgument, model_opts, ": the model (", m.describe(), ") asks for ",
+             bytes_text(params * per_param), " of parameters, gradients and optimizer state",
+             more, " (lower --n-layer, --n-embd or --vocab-size, or pick a smaller --model)");
+  // The head's probabilities, (B/K, T, V) fp32 over the ranks' micro-batches.
+  const long double probs = tokens / accum * m.vocab_size * 4;
+  if (too_big(probs))
+    SL_THROW(InvalidArgument, "--batch ", batch, " x --seq ", seq, " x vocab_size ",
+             m.vocab_size, " (over --accum ", accum, ") asks for ", bytes_text(probs),
+             " of output probabilities per micro-batch", more);
 }
 
 void TrainConfig::check_split(int world) const {

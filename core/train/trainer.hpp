@@ -115,6 +115,10 @@ struct TrainConfig {
   // micro-batch (rows x --seq tokens) fits the kernels' 32-bit indices. validate() calls it with
   // --ranks; under mpirun each rank calls it with the MPI world. Throws InvalidArgument.
   void check_split(int world) const;
+  // Part of validate(): the buffers every run allocates in full (corpus, token buffers, model
+  // state, output probabilities) against this machine's memory, computed without overflow;
+  // throws InvalidArgument naming the options and the bytes they ask for.
+  void check_sizes(const GPTConfig& m) const;
   // Learning rate at step s (0-based): linear warmup, then constant or cosine decay.
   float lr_at(int64_t step) const;
   // The print interval print_every resolves to for `steps` steps.
@@ -122,6 +126,10 @@ struct TrainConfig {
   // The checkpoint path --resume names (ckpt_dir for "latest"); empty when not resuming.
   std::string resume_path() const;
 };
+
+// "--hybrid-group G applies only to --strategy hybrid_shard ...": validate() and the command line
+// (which also refuses an explicit --hybrid-group 0) say it the same way.
+std::string hybrid_group_unused_message(int group, Strategy s);
 
 // One printed line of the loop.
 struct StepLine {

@@ -22,8 +22,12 @@ foreach(pair "01_data_parallel:no_shard" "04_sharded_optimizer:full_shard"
   list(GET pair 1 strategy)
   run_lesson(${lesson} ${common})
   set(engine_dir ${WORK_DIR}/engine_${strategy})
+  set(group)  # --hybrid-group is refused with any other strategy
+  if(strategy STREQUAL "hybrid_shard")
+    set(group --hybrid-group 2)
+  endif()
   execute_process(COMMAND ${SHARDLAB} train --model tiny ${common} --warmup 0 --schedule constant
-                          --strategy ${strategy} --hybrid-group 2 --run-dir ${engine_dir} --overwrite
+                          --strategy ${strategy} ${group} --run-dir ${engine_dir} --overwrite
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "shardlab train --strategy ${strategy}: exit ${rc}\n${out}\n${err}")

@@ -281,5 +281,34 @@ TEST(CudaKernelsDispatch, LaunchersRejectACpuDevice) {
   EXPECT_EQ(x[0], 1.0f);
 }
 
+// NaN goes through the GPU's softmax as through the CPU's (the shared fastmath exp), and
+// all_finite finds a NaN or Inf on the GPU (through sum_squares) for every dtype.
+TEST_F(CudaKernels, NaNPropagatesAndAllFiniteFindsIt) {
+  SL_REQUIRE_CUDA();
+  const int N = 4, V = 33;
+  auto logits = random_vector(N * V, 91);
+  logits[2 * V + 7] = std::nanf("");
+  std::vector<int> targets = {0, 1, 2, 3};
+  std::vector<float> losses(N);
+  Buffer d_probs = up(logits), d_losses = up(losses), d_targets = to_device_as(*gpu, targets);
+  crossentropy_forward(*gpu, d_probs.f32(), d_losses.f32(), d_targets.as<int>(), N, V);
+  auto got = down(d_losses);
+  EXPECT_TRUE(std::isfinite(got[1]));
+  EXPECT_TRUE(std::isnan(got[2]));
+
+  const int64_t n = 100003;
+  auto x = random_vector(n, 92);
+  Buffer dx = up(x);
+  EXPECT_TRUE(all_finite(*gpu, dx.data(), DType::f32, n));
+  for (float bad : {std::nanf(""), INFINITY}) {
+    x[n - 1] = bad;
+    dx = up(x);
+    EXPECT_FALSE(all_finite(*gpu, dx.data(), DType::f32, n));
+    Buffer half = gpu->alloc(n * 2, MemCategory::workspace);
+    cast_from_f32(*gpu, half.data(), DType::bf16, dx.f32(), n);
+    EXPECT_FALSE(all_finite(*gpu, half.data(), DType::bf16, n));
+  }
+}
+
 }  // namespace
 }  // namespace shardlab
