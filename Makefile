@@ -18,6 +18,7 @@ help:
 	@echo "make lesson N=1  build and run a lesson (docs/lessons/)"
 	@echo "make test-asan  build-asan/: AddressSanitizer + UBSan (+ LeakSanitizer), every test"
 	@echo "make test-tsan  build-tsan/: ThreadSanitizer, every test"
+	@echo "make reliability-table  rerun the bad-input corpus, rewrite its table in docs/reliability.md"
 	@echo "make clean    remove build directories"
 
 deps:
@@ -57,6 +58,12 @@ test-asan: deps
 
 test-tsan: deps
 	bash tests/sanitizers/run_sanitized.sh tsan $(JOBS)
+
+# The bad-input corpus (tests/corpus/) as the table in docs/reliability.md, between its markers.
+.PHONY: reliability-table
+reliability-table: build
+	bash tests/corpus/run_corpus.sh $(BUILD)/bin $(BUILD)/corpus-table.md
+	python3 tests/corpus/splice_table.py docs/reliability.md $(BUILD)/corpus-table.md
 
 # ---- benchmarks (bench/run_bench.sh; docs/bench/README.md) ------------------------------------
 # make bench        default suite, a few minutes on 2 cores: JSON, report.md and plots -> docs/bench/
