@@ -9,7 +9,7 @@ bad unknown_preset "huge" "$SHARDLAB" train --model huge --steps 1
 # the limit rounded to 0, which means none, and the run went on unlimited.
 bad mem_limit_past_int64 "mem-limit '1e20' is .* more than the largest size" \
   "$SHARDLAB" train --model tiny --steps 1 --trace off --mem-limit 1e20
-bad mem_limit_rounds_to_zero "size '0.4' rounds to 0 bytes" \
+bad mem_limit_rounds_to_zero "mem-limit '0.4' rounds to 0 bytes" \
   "$SHARDLAB" train --model tiny --steps 1 --trace off --mem-limit 0.4
 
 # The batch split: ranks x accum was an int product ("use a multiple of -2"); rows x seq past int32
@@ -49,10 +49,10 @@ bad synthetic_successors_zero "error: --synthetic-successors 0" \
 
 
 # ---- sizes: refused up front, naming the option and the bytes, instead of std::bad_alloc ------
-bad batch_1e9 'batch 1000000000 x --seq 64 asks for .* more than this machine' \
+bad batch_1e9 'batch 1000000000 x --seq 64(: a micro-batch .* exceeds 2147483647 tokens| asks for .* more than this machine)' \
   "$SHARDLAB" train --model tiny --steps 1 --batch 1000000000 --trace off
 bad batch_1e9_float 'batch' "$SHARDLAB" train --model tiny --steps 1 --batch 1e9 --trace off
-bad batch_int_max 'batch 2147483647 x --seq 64 asks for .* more than this machine' \
+bad batch_int_max 'batch 2147483647 x --seq 64(: a micro-batch .* exceeds 2147483647 tokens| asks for .* more than this machine)' \
   "$SHARDLAB" train --model tiny --steps 1 --batch 2147483647 --trace off
 bad n_layer_100000000 'n-layer 100000000: the model .* asks for .* more than this machine' \
   "$SHARDLAB" train --model tiny --steps 1 --n-layer 100000000 --trace off
