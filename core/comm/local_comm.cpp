@@ -100,6 +100,9 @@ struct Group {
   std::vector<char> left;  // the rank's communicator was destroyed: it will never arrive again
   std::vector<char> left_unwinding;  // ... while an exception was in flight on that rank
   std::vector<Desc> desc;
+  // The watchdog's report, written by the first rank of the group to time out: the others that
+  // time out with it repeat it rather than see that rank's withdrawal as a missing arrival.
+  std::string watchdog_report;
   std::vector<int64_t> arrive_ns;  // when each rank posted in the current generation
   int64_t complete_ns = 0;         // when the last rank of the completed generation arrived
   int last_arrived = 0;            // ... and which group rank that was
@@ -291,10 +294,12 @@ MeetResult meet(Group& g, int r, const Desc& d) {
       return g.gen != my_gen || g.world->aborted || missing_left() >= 0;
     });
     if (!ended) {
-      // The watchdog: withdraw, report, abort the world (outside g.mu: abort locks every group).
+      // The watchdog: report (while every rank that arrived is still posted), withdraw, abort
+      // the world (outside g.mu: abort locks every group).
+      if (g.watchdog_report.empty()) g.watchdog_report = watchdog_report(g, r, d, timeout_s);
+      const std::string report = g.watchdog_report;
       g.here[r] = 0;
       --g.arrived;
-      const std::string report = watchdog_report(g, r, d, timeout_s);
       LocalWorld::Impl* world = g.world;
       lk.unlock();
       fire_watchdog(*world, g.world_ranks[r], report);
