@@ -56,13 +56,20 @@ int64_t shape_numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
+// A JSON value for a message: at most 60 characters of it (an edited file may hold anything).
+std::string short_dump(const json& v) {
+  std::string s = v.dump();
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
 // A JSON array of integers in [lo, hi] (shapes): strict like json_int, naming the element.
 std::vector<int64_t> json_int_array(const json& j, const char* key, const std::string& where,
                                     int64_t lo, int64_t hi) {
   if (!j.is_object() || !j.contains(key))
     SL_THROW(IoError, where, ": field '", key, "' is missing");
   const json& a = j.at(key);
-  if (!a.is_array()) SL_THROW(IoError, where, ": field '", key, "' must be an array, not ", a.dump());
+  if (!a.is_array())
+    SL_THROW(IoError, where, ": field '", key, "' must be an array, not ", short_dump(a));
   std::vector<int64_t> out;
   for (size_t i = 0; i < a.size(); ++i) {
     const std::string field = std::string(key) + "[" + std::to_string(i) + "]";
@@ -130,10 +137,10 @@ CkptIndexTensor tensor_from_json(const json& j, const std::string& path) {
              " (checkpoints store F32)");
   if (j.contains("states")) {
     if (!j.at("states").is_object())
-      SL_THROW(IoError, where, ": field 'states' must be an object, not ", j.at("states").dump());
+      SL_THROW(IoError, where, ": field 'states' must be an object, not ", short_dump(j.at("states")));
     for (const auto& [state, list] : j.at("states").items()) {
       if (!list.is_array())
-        SL_THROW(IoError, where, " state ", state, ": chunks must be an array, not ", list.dump());
+        SL_THROW(IoError, where, " state ", state, ": chunks must be an array, not ", short_dump(list));
       for (size_t i = 0; i < list.size(); ++i)
         t.chunks[state].push_back(chunk_from_json(
             list[i], where + " state " + state + " chunk " + std::to_string(i)));
@@ -226,12 +233,12 @@ CheckpointIndex index_from_json(const json& j, const std::string& path) {
     // a checkpoint with corrupt shards look verified.
     if (!j.contains("states") || !j.at("states").is_array() || j.at("states").empty())
       SL_THROW(IoError, path, ": field 'states' must be a non-empty array of state names, not ",
-               j.contains("states") ? j.at("states").dump() : std::string("missing"));
+               j.contains("states") ? short_dump(j.at("states")) : std::string("missing"));
     for (const auto& s : j.at("states")) {
       if (!s.is_string() || s.get<std::string>().empty())
-        SL_THROW(IoError, path, ": field 'states': ", s.dump(), " is not a state name");
+        SL_THROW(IoError, path, ": field 'states': ", short_dump(s), " is not a state name");
       if (std::find(ix.states.begin(), ix.states.end(), s.get<std::string>()) != ix.states.end())
-        SL_THROW(IoError, path, ": field 'states': ", s.dump(), " is listed twice");
+        SL_THROW(IoError, path, ": field 'states': ", short_dump(s), " is listed twice");
       ix.states.push_back(s.get<std::string>());
     }
     if (!j.contains("files") || !j.at("files").is_array())

@@ -120,10 +120,13 @@ std::string describe_leftover(const CkptLeftover& l) {
                                        (leftover_owner_running(l) ? " (running)" : " (not running)");
   std::string step = l.step >= 0 ? " of step " + std::to_string(l.step) : " of latest";
   std::string what;
-  if (l.kind == "tmp")
-    what = l.step < 0 ? "a half-written latest file"
-                      : std::string(l.complete ? "a save" : "an unfinished save") + step +
-                            " that never became visible";
+  if (l.kind == "tmp" && l.step < 0)
+    what = "a half-written latest file";
+  else if (l.kind == "tmp" && !l.complete)
+    what = "an unfinished save" + step + " that never became visible";
+  else if (l.kind == "tmp")
+    what = "a complete copy" + step + " under a temporary name (an interrupted save's new copy, "
+           "or the old one it replaced)";
   else if (l.kind == "old")
     what = "the previous copy" + step + ", moved aside by a save that replaced it";
   else

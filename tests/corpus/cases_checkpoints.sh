@@ -87,7 +87,7 @@ ck_copy window
 mv "$WORK/window/step-2" "$WORK/window/step-2.old-999999999"
 cp -r "$WORK/window/step-2.old-999999999" "$WORK/window/step-2.tmp-999999999"
 printf 'step-2.tmp-999999999' > "$WORK/window/step-2.pending"
-good resave_window_inspect 'leftover +step-2\.tmp-999999999: a save of step 2' \
+good resave_window_inspect 'leftover +step-2\.tmp-999999999: a complete copy of step 2 under a temporary name' \
   "$SHARDLAB" inspect "$WORK/window"
 good resave_window_resume 'note: .*latest names step-2, which is missing; using step-2\.old-999999999' \
   "$SHARDLAB" train --model tiny --steps 4 --save-every 2 --ckpt-dir "$WORK/window" --resume latest --trace off
