@@ -16,21 +16,16 @@ namespace {
 constexpr int kProbeTag = 1;
 constexpr int kAnswerTag = 2;
 
-// A rank's whereabouts on the wire: the collective it waits in, and its last completed one.
-struct Whereabouts {
-  int64_t seq, op, unit, step, count, dtype, group;  // waiting in (seq 0: none)
-  int64_t done_seq, done_op, done_unit, done_step;   // last completed (seq 0: none)
+// One collective on the wire: enough of a CollectiveRecord to describe it.
+struct WireRecord {
+  int64_t seq, op, unit, step, count, dtype, group;  // seq 0: none
 };
-constexpr int kWords = sizeof(Whereabouts) / sizeof(int64_t);
 
-Whereabouts whereabouts(const FlightRecorder& f, int64_t seq) {
-  const CollectiveRecord w = f.find(seq);
-  const CollectiveRecord d = f.last_completed();
-  return {w.seq, int64_t(w.op), w.unit, w.step, w.count, int64_t(w.dtype), w.group_size,
-          d.seq, int64_t(d.op), d.unit, d.step};
+WireRecord to_wire(const CollectiveRecord& r) {
+  return {r.seq, int64_t(r.op), r.unit, r.step, r.count, int64_t(r.dtype), r.group_size};
 }
 
-CollectiveRecord waiting_record(const Whereabouts& w) {
+CollectiveRecord from_wire(const WireRecord& w, CollectiveRecord::State state) {
   CollectiveRecord r;
   r.seq = w.seq;
   r.op = static_cast<CommOp>(w.op);
@@ -39,18 +34,26 @@ CollectiveRecord waiting_record(const Whereabouts& w) {
   r.count = w.count;
   r.dtype = static_cast<DType>(w.dtype);
   r.group_size = static_cast<int>(w.group);
+  r.state = state;
   return r;
 }
 
+// A rank's whereabouts: the collective it waits in, and its last completed one.
+struct Whereabouts {
+  WireRecord waiting, done;
+};
+constexpr int kWords = sizeof(Whereabouts) / sizeof(int64_t);
+
+Whereabouts whereabouts(const FlightRecorder& f, int64_t seq) {
+  return {to_wire(f.find(seq)), to_wire(f.last_completed())};
+}
+
+CollectiveRecord waiting_record(const Whereabouts& w) {
+  return from_wire(w.waiting, CollectiveRecord::State::issued);
+}
+
 CollectiveRecord done_record(const Whereabouts& w) {
-  CollectiveRecord r;
-  r.seq = w.done_seq;
-  r.op = static_cast<CommOp>(w.done_op);
-  r.unit = static_cast<int>(w.done_unit);
-  r.step = w.done_step;
-  r.state = CollectiveRecord::State::done;
-  r.group_size = 0;
-  return r;
+  return from_wire(w.done, CollectiveRecord::State::done);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -151,7 +154,8 @@ void MpiWatchdog::fire(int64_t seq) {
   for (int j = 0; j < size_; ++j) {
     if (!heard[j] || j == rank_) continue;
     const Whereabouts& w = where[j];
-    if (w.op != mine.op || w.count != mine.count || w.unit != mine.unit)
+    if (w.waiting.op != mine.waiting.op || w.waiting.count != mine.waiting.count ||
+        w.waiting.unit != mine.waiting.unit)
       s += "; rank " + std::to_string(j) + " is waiting in " + describe(waiting_record(w)) +
            " instead";
   }
