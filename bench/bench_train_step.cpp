@@ -13,11 +13,13 @@
 //   peak           per-rank peak bytes (the largest over ranks); peak_<category> the categories
 //                  at that moment (they sum to peak)
 //   persistent     params + grads + optimizer state per rank (largest over ranks)
-//   formula        DESIGN.md's persistent bytes per rank for this strategy (16 Psi, 16 Psi / N,
-//   ...) planned_peak   the planner's peak (core/fsdp/memory_plan.hpp) for the same run comm_bytes
-//   bytes one rank sends into collectives per step (the largest over ranks) comm_share     time in
-//   collectives / step time (mean over ranks) exposed_share  collective time not hidden behind this
-//   rank's compute / step time params         Psi
+//   formula        docs/memory.md's persistent bytes per rank for this strategy
+//                  (16 Psi, 16 Psi / N, ...)
+//   planned_peak   the planner's peak (core/fsdp/memory_plan.hpp) for the same run
+//   comm_bytes     bytes one rank sends into collectives per step (the largest over ranks)
+//   comm_share     time in collectives / step time (mean over ranks)
+//   exposed_share  collective time not hidden behind this rank's compute / step time
+//   params         Psi
 // hybrid_shard uses groups of G = 2 ranks (G = 1 at one rank): the "group" argument.
 //
 //   build/bin/bench_train_step                                     (tiny and small, 1..8 ranks)

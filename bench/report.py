@@ -496,7 +496,7 @@ def main():
                   "of the process (the extra work of sharding, without the waiting), which other "
                   "processes on the cores disturb less:\n\n" + ratios_md)
     if mem_md:
-        md.append("**Peak memory per rank at N = 4** (MiB) by category against DESIGN.md's formula "
+        md.append("**Peak memory per rank at N = 4** (MiB) by category against docs/memory.md's formula "
                   "for persistent state (params + grads + optimizer):\n\n" + mem_md)
     if coll_hl:
         md.append("**Local-backend busbw at 64 MiB** against memcpy:\n\n" + coll_hl)

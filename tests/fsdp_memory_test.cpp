@@ -1,6 +1,6 @@
-// core/fsdp engine memory: persistent bytes per rank by category against DESIGN.md's formulas for
-// every strategy and N = 1..8, the planner's predicted peak against the tracker's measured peak,
-// and a per-rank capacity that no_shard exceeds while full_shard trains.
+// core/fsdp engine memory: persistent bytes per rank by category against docs/memory.md's formulas
+// for every strategy and N = 1..8, the planner's predicted peak against the tracker's measured
+// peak, and a per-rank capacity that no_shard exceeds while full_shard trains.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,6 @@
-// core/fsdp memory planner: persistent bytes against DESIGN.md's formula table for every strategy
-// and N = 1..8, and the ZeRO paper's 7.5B-parameter example (Rajbhandari et al. 2020, Figure 1).
+// core/fsdp memory planner: persistent bytes against docs/memory.md's formula table for every
+// strategy and N = 1..8, and the ZeRO paper's 7.5B-parameter example (Rajbhandari et al. 2020,
+// Figure 1).
 #include <gtest/gtest.h>
 
 #include <cmath>

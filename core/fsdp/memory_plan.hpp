@@ -1,9 +1,10 @@
 // The memory planner: per-rank bytes by tracker category for a strategy, before running anything.
 //
-// Persistent state (what a rank keeps between steps) follows DESIGN.md's table, generalised to
-// mixed precision: per parameter, params cost size(param_dtype), grads size(reduce_dtype), and the
-// optimizer 8 bytes (Adam m, v) plus a 4-byte fp32 master copy when param_dtype is not f32.
-// fp32: 4 + 4 + 8 = 16 bytes; bf16/f16: 2 + 2 + 12 = 16 bytes (ZeRO's mixed-precision case).
+// Persistent state (what a rank keeps between steps) follows the strategy table of docs/memory.md,
+// generalised to mixed precision: per parameter, params cost size(param_dtype), grads
+// size(reduce_dtype), and the optimizer 8 bytes (Adam m, v) plus a 4-byte fp32 master copy when
+// param_dtype is not f32. fp32: 4 + 4 + 8 = 16 bytes; bf16/f16: 2 + 2 + 12 = 16 bytes (ZeRO's
+// mixed-precision case).
 // Buffers are padded per unit to a multiple of the shard group size, so "Psi" in the formulas is
 // the padded parameter count; `padding_bytes` is what that padding costs on top of the formula
 // with the real Psi.

@@ -1,5 +1,5 @@
 // Sharding strategies: what each rank keeps of a unit's parameters, gradients and Adam state, and
-// which collectives a step issues. The table is in /docs/fsdp.md and DESIGN.md "Strategies".
+// which collectives a step issues. The table is in docs/fsdp.md and docs/memory.md.
 #pragma once
 
 #include <cstdint>
