@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench/capacity_search.hpp"
+#include "bench/flags.hpp"
 #include "core/device/device.hpp"
 
 using namespace shardlab;
@@ -121,7 +122,12 @@ int main(int argc, char** argv) {
     for (int n : g_opts.ranks) b->Args({n, g_opts.limit_mib, g_opts.width});
     b->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
   }
-  benchmark::Initialize(&argc, argv);
+  initialize(&argc, argv, "bench_capacity",
+             "the deepest model each strategy trains under a per-rank memory limit "
+             "(docs/bench/README.md)",
+             {{"--ranks=1,2,4,8", "local ranks per row"},
+              {"--limit_mib=64", "per-rank memory limit in MiB (the tracker's capacity)"},
+              {"--width=256", "model width C (heads: C / 64)"}});
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

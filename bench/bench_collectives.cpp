@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/flags.hpp"
 #include "core/comm/collective_table.hpp"
 #include "core/comm/launcher.hpp"
 
@@ -178,7 +179,9 @@ int main(int argc, char** argv) {
       args.push_back(argv[i]);
   int nargs = static_cast<int>(args.size());
   register_all();
-  benchmark::Initialize(&nargs, args.data());
+  shardlab::bench::initialize(&nargs, args.data(), "bench_collectives",
+                              "algbw and busbw of every collective, 1 KiB to 256 MiB, local at 2 "
+                              "and 4 ranks, MPI under mpirun; memcpy (docs/collectives.md)");
   if (g_mpi_rank == 0) {
     benchmark::RunSpecifiedBenchmarks();
   } else {

@@ -19,6 +19,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/flags.hpp"
 #include "core/model/gpt.hpp"
 
 using namespace shardlab;
@@ -97,4 +98,11 @@ BENCHMARK_CAPTURE(BM_TrainStep, small, "small")
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Sgemm)->ArgNames({"n"})->Arg(2048)->Unit(benchmark::kMillisecond);
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN(), with bench/flags.hpp's --help and library notice.
+int main(int argc, char** argv) {
+  shardlab::bench::initialize(&argc, argv, "bench_model", "one rank's training step of a preset against OpenBLAS sgemm 2048^3 (model FLOP/s)");
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "bench/flags.hpp"
 #include "core/base/file_io.hpp"
 #include "core/comm/launcher.hpp"
 #include "core/fsdp/engine.hpp"
@@ -219,4 +220,11 @@ BENCHMARK(BM_TraceOverhead)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN(), with bench/flags.hpp's --help and library notice.
+int main(int argc, char** argv) {
+  shardlab::bench::initialize(&argc, argv, "bench_trace_overhead", "a full_shard step of the small model with tracing on against off, paired (docs/observability.md)");
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/flags.hpp"
 #include "bench/train_driver.hpp"
 #include "core/device/device.hpp"
 
@@ -244,7 +245,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_train_step: %s\n", e.what());
     return 2;
   }
-  benchmark::Initialize(&nargs, args.data());
+  initialize(&nargs, args.data(), "bench_train_step",
+             "one optimizer step of every rank in lockstep, per strategy x ranks x preset x "
+             "prefetch (docs/bench/README.md)",
+             {{"--presets=tiny,small", "model presets to run: tiny, small, medium"},
+              {"--ranks=1,2,4,8", "local ranks per row (under mpirun: the process count)"},
+              {"--trace=1", "0: record no spans (no comm_share / exposed_share counters)"},
+              {"--mpi_steps=10", "steps per row under mpirun (every process runs the same count)"}});
   if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 2;
   if (g_mpi_rank == 0) {
     benchmark::RunSpecifiedBenchmarks();

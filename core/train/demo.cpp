@@ -36,7 +36,7 @@ int run_demo(const DemoOptions& o, std::ostream& out) {
          "chain on " << o.ranks << " local ranks (threads, each with its own tracked memory), once "
          "with no_shard\n(DDP: every rank holds everything) and once with full_shard (FSDP: every "
          "rank holds 1/" << o.ranks << "\nof the parameters, gradients and Adam state, and gathers "
-         "one block at a time).\n\n";
+         "only the root,\nthe block in use and the one being prefetched).\n\n";
   TrainResult res[2];
   const Strategy strategies[2] = {Strategy::no_shard, Strategy::full_shard};
   for (int i = 0; i < 2; ++i) {
