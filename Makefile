@@ -19,6 +19,7 @@ help:
 	@echo "make test-asan  build-asan/: AddressSanitizer + UBSan (+ LeakSanitizer), every test"
 	@echo "make test-tsan  build-tsan/: ThreadSanitizer, every test"
 	@echo "make reliability-table  rerun the bad-input corpus, rewrite its table in docs/reliability.md"
+	@echo "make docs-figures  rerun the commands whose output pages quote, rewrite those blocks (SLOW=1: also minutes-long runs)"
 	@echo "make clean    remove build directories"
 
 deps:
@@ -118,3 +119,11 @@ lesson-diffs:
 
 lesson-figures:
 	/usr/bin/python3 lessons/tools/draw_figures.py docs/lessons/img
+
+# ---- figures quoted on pages (docs/figures.py; what it covers: docs/README.md) -----------------
+# make docs-figures          rerun the commands whose output pages quote and rewrite those blocks
+#                            between their <!-- figure:NAME:begin/end --> markers (under a minute)
+# make docs-figures SLOW=1   also the runs that take minutes (docs/data.md's trained losses)
+.PHONY: docs-figures
+docs-figures: build
+	python3 docs/figures.py --build $(BUILD) $(if $(SLOW),--slow)

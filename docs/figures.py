@@ -1,0 +1,156 @@
+"""Regenerates the program outputs that pages quote (make docs-figures).
+
+Every figure below names a page, the block between '<!-- figure:NAME:begin -->' and
+'<!-- figure:NAME:end -->' on it, and the command whose output fills that block. The commands run
+in a scratch directory (BUILD/docs-figures/, with BUILD linked there as build/, so a printed
+`build/bin/...` reads as on the page) with one BLAS thread each, as `make lesson` and `make demo`
+run them; tests/corpus/splice_table.py (the splicer of make reliability-table) writes each block.
+
+    python3 docs/figures.py [--build build] [--slow] [NAME ...]
+
+Without --slow only the figures that take seconds run; --slow adds those that take minutes (the
+trained-loss table of docs/data.md). Names pick figures. The pages' other figures are listed in
+docs/README.md (what this script does not regenerate, and why)."""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPLICE = os.path.join(ROOT, "tests", "corpus", "splice_table.py")
+
+
+def run(cmd, cwd, timed=False):
+    """Runs a shell command line in the scratch directory; returns its output (and CPU seconds)."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    print(f"  $ {cmd}", flush=True)
+    t0 = os.times()
+    p = subprocess.run(["bash", "-c", cmd], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    t1 = os.times()
+    if p.returncode != 0:
+        sys.exit(f"docs/figures.py: `{cmd}` exited with {p.returncode}:\n{p.stdout[-3000:]}")
+    cpu = t1.children_user - t0.children_user
+    return (p.stdout, cpu) if timed else p.stdout
+
+
+def fenced(lines):
+    return "```\n" + "\n".join(lines).rstrip("\n") + "\n```"
+
+
+# ---- figures ---------------------------------------------------------------------------------
+
+def lesson_output(n, name):
+    """A lesson's whole output with its defaults, as `make lesson N=n` prints it."""
+    def make(cwd):
+        return fenced(run(f"build/bin/lesson_0{n}_{name}", cwd).rstrip("\n").split("\n"))
+    return make
+
+
+def lesson5_sixty_steps(cwd):
+    """Lesson 5 over 60 steps: the check line with the largest loss difference from lesson 1."""
+    out = run("build/bin/lesson_05_hybrid --steps 60", cwd)
+    line = [l for l in out.split("\n") if "loss curve matches lesson 1" in l]
+    if len(line) != 1:
+        sys.exit("docs/figures.py: lesson 5 printed no 'loss curve matches lesson 1' line")
+    return fenced(['make lesson N=5 ARGS="--steps 60"', "...", line[0]])
+
+
+def plan_tiny(cwd):
+    """The planner on the lessons' model and batch: the model line and the strategy table."""
+    cmd = "build/bin/shardlab plan --model tiny --ranks 4 --batch 2 --seq 64"
+    out = run(cmd, cwd).split("\n\n")[0]
+    return fenced([cmd] + out.split("\n"))
+
+
+def demo_table(cwd):
+    """`shardlab demo`'s closing table (README.md and docs/fsdp.md quote it)."""
+    out = run("build/bin/shardlab demo", cwd)
+    start = out.find("==== side by side")
+    if start < 0:
+        sys.exit("docs/figures.py: shardlab demo printed no '==== side by side' table")
+    table = out[start:].split("\n\n")[0]
+    return fenced(table.split("\n"))
+
+
+# docs/data.md: how close each run gets to the entropy rate H, with the user CPU time of the same
+# run (every thread; the demo's is halved: it trains twice).
+DATA_RUNS = [
+    ("`shardlab train` (1 rank, 300 steps, batch 16 x 64, lr 2e-3, warmup 30, cosine)",
+     "build/bin/shardlab train"),
+    ("`shardlab train --steps 400`", "build/bin/shardlab train --steps 400"),
+    ("`shardlab demo --steps 300` (each of its two runs: 4 ranks, batch 8 x 64, lr 3e-3, "
+     "warmup 5)", "build/bin/shardlab demo --steps 300"),
+]
+
+
+def data_table(cwd):
+    rows = ["| command | tokens | CPU time | final loss | above H |",
+            "| --- | --- | --- | --- | --- |"]
+    for label, cmd in DATA_RUNS:
+        out, cpu = run(cmd, cwd, timed=True)
+        finals = re.findall(r"final loss (\d+\.\d+) \(mean of the last \d+ steps\); "
+                            r"entropy rate [\d.]+: ([\d.]+)% above the floor", out)
+        tokens = re.findall(r"\d+ steps, (\d+) tokens in", out)
+        if not finals or not tokens:
+            sys.exit(f"docs/figures.py: `{cmd}` printed no final loss or token count")
+        runs = len(finals)  # the demo trains twice, with the same loss (bit-identical strategies)
+        if len(set(finals)) != 1:
+            sys.exit(f"docs/figures.py: `{cmd}`: its runs disagree: {finals}")
+        loss, above = finals[0]
+        rows.append(f"| {label} | {round(int(tokens[0]) / 1000)}k | {cpu / runs:.0f} s | {loss} | "
+                    f"{float(above):.1f}% |")
+    return "\n".join(rows)
+
+
+# name: (pages, make(cwd) -> block, slow)
+FIGURES = {
+    "demo": (["README.md", "docs/fsdp.md"], demo_table, False),
+    "lesson01": (["docs/lessons/01_data_parallel.md"], lesson_output(1, "data_parallel"), False),
+    "lesson02": (["docs/lessons/02_sharded_params.md"], lesson_output(2, "sharded_params"), False),
+    "lesson03": (["docs/lessons/03_sharded_grads.md"], lesson_output(3, "sharded_grads"), False),
+    "lesson04": (["docs/lessons/04_sharded_optimizer.md"],
+                 lesson_output(4, "sharded_optimizer"), False),
+    "lesson05": (["docs/lessons/05_hybrid.md"], lesson_output(5, "hybrid"), False),
+    "lesson05-steps60": (["docs/lessons/05_hybrid.md"], lesson5_sixty_steps, False),
+    "plan-tiny": (["docs/lessons/06_from_lessons_to_core.md"], plan_tiny, False),
+    "data-loss": (["docs/data.md"], data_table, True),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build", help="the build directory (default build)")
+    ap.add_argument("--slow", action="store_true", help="also the figures that take minutes")
+    ap.add_argument("names", nargs="*", help=f"figures to regenerate: {', '.join(FIGURES)}")
+    a = ap.parse_args()
+    unknown = [n for n in a.names if n not in FIGURES]
+    if unknown:
+        sys.exit(f"docs/figures.py: unknown figure {unknown}; known: {', '.join(FIGURES)}")
+    build = os.path.abspath(os.path.join(ROOT, a.build))
+    scratch = os.path.join(build, "docs-figures")
+    os.makedirs(scratch, exist_ok=True)
+    link = os.path.join(scratch, "build")
+    if not os.path.islink(link):
+        os.symlink(build, link)
+    if not os.path.exists(os.path.join(scratch, "data")):
+        os.symlink(os.path.join(ROOT, "data"), os.path.join(scratch, "data"))
+    names = a.names or [n for n, f in FIGURES.items() if a.slow or not f[2]]
+    for name in names:
+        pages, make, _ = FIGURES[name]
+        print(f"{name}:", flush=True)
+        t0 = time.time()
+        block = make(scratch)
+        body = os.path.join(scratch, name + ".md")
+        with open(body, "w", encoding="utf-8") as f:
+            f.write(block + "\n")
+        for page in pages:
+            subprocess.run([sys.executable, SPLICE, os.path.join(ROOT, page), body,
+                            "figure:" + name], check=True)
+        print(f"  ({time.time() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
