@@ -71,8 +71,8 @@ def demo_table(cwd):
     start = out.find("==== side by side")
     if start < 0:
         sys.exit("docs/figures.py: shardlab demo printed no '==== side by side' table")
-    table = out[start:].split("\n\n")[0]
-    return fenced(table.split("\n"))
+    table = out[start:].split("\n\n")[0].split("\n")
+    return fenced([l for l in table if not l.startswith("run directories")])
 
 
 # docs/data.md: how close each run gets to the entropy rate H, with the user CPU time of the same

@@ -186,6 +186,7 @@ def main():
         sys.exit(__doc__)
     source, bin_dir, work = (os.path.abspath(a) for a in sys.argv[1:4])
     listing = "--list" in sys.argv[4:]
+    shutil.rmtree(work, ignore_errors=True)  # a failed run leaves its directories for a look
     commands = extract(source)
     checker = Checker(source, bin_dir)
     failures, ran, notes = [], 0, 0
