@@ -100,7 +100,9 @@ BENCHMARK(BM_Sgemm)->ArgNames({"n"})->Arg(2048)->Unit(benchmark::kMillisecond);
 
 // BENCHMARK_MAIN(), with bench/flags.hpp's --help and library notice.
 int main(int argc, char** argv) {
-  shardlab::bench::initialize(&argc, argv, "bench_model", "one rank's training step of a preset against OpenBLAS sgemm 2048^3 (model FLOP/s)");
+  shardlab::bench::initialize(&argc, argv, "bench_model",
+                              "one rank's training step of a preset against OpenBLAS sgemm "
+                              "2048^3 (model FLOP/s)");
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

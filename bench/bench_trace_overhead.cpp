@@ -222,7 +222,9 @@ BENCHMARK(BM_TraceOverhead)
 
 // BENCHMARK_MAIN(), with bench/flags.hpp's --help and library notice.
 int main(int argc, char** argv) {
-  shardlab::bench::initialize(&argc, argv, "bench_trace_overhead", "a full_shard step of the small model with tracing on against off, paired (docs/observability.md)");
+  shardlab::bench::initialize(&argc, argv, "bench_trace_overhead",
+                              "a full_shard step of the small model with tracing on "
+                              "against off, paired (docs/observability.md)");
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

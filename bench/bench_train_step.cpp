@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
              {{"--presets=tiny,small", "model presets to run: tiny, small, medium"},
               {"--ranks=1,2,4,8", "local ranks per row (under mpirun: the process count)"},
               {"--trace=1", "0: record no spans (no comm_share / exposed_share counters)"},
-              {"--mpi_steps=10", "steps per row under mpirun (every process runs the same count)"}});
+              {"--mpi_steps=10", "steps per row under mpirun (the same in every process)"}});
   if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 2;
   if (g_mpi_rank == 0) {
     benchmark::RunSpecifiedBenchmarks();

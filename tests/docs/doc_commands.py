@@ -1,5 +1,5 @@
-"""The ctest docs.commands: every command in a fenced block of README.md and docs/**/*.md must parse,
-and the blocks marked cheap must run.
+"""The ctest docs.commands: every command in a fenced block of README.md and docs/**/*.md must
+parse, and the blocks marked cheap must run.
 
 A command is a line of a fenced block that starts with a program of the project or its tools
 (`build/bin/X`, `build-cuda/bin/X`, `shardlab`, `shardlab-viewer`, `make`, `mpirun`, `xvfb-run`,
