@@ -23,6 +23,15 @@ bool begin_panel(const char* title, const Rect& r) {
   return ImGui::Begin(title, nullptr, kPanelFlags);
 }
 
+RunPanel begin_run_panel(ViewerState& s, size_t i, const Rect& panel, const char* title,
+                         const char* id) {
+  RunView& rv = s.runs[i];
+  const RunModel& m = rv.run->model();
+  std::string name = std::string(title) + ": " + m.info.name + "##" + id + std::to_string(i);
+  begin_panel(name.c_str(), panel);
+  return {rv, m, s.time.axis(static_cast<int>(i)), panel};
+}
+
 Rect place_canvas(const char* id, const Rect& panel) {
   ImVec2 p = ImGui::GetCursorScreenPos();
   ImVec2 avail = ImGui::GetContentRegionAvail();

@@ -24,6 +24,18 @@ inline ImVec2 v2(double x, double y) { return ImVec2(static_cast<float>(x), stat
 // A panel's window, fixed at the rectangle the layout computed (no move, resize, scroll, saved
 // settings). Pair with ImGui::End() whatever it returns.
 bool begin_panel(const char* title, const Rect& r);
+// What a per-run panel (memory, timeline, units) draws from: run i's view (where it records its
+// canvas), model and time axis, and the panel's rectangle.
+struct RunPanel {
+  RunView& rv;
+  const RunModel& m;
+  const TimeAxis& axis;
+  const Rect& panel;
+};
+// begin_panel() for run i's `panel`, titled "<title>: <run name>"; "##<id><i>" keeps two runs of
+// the same name apart.
+RunPanel begin_run_panel(ViewerState& s, size_t i, const Rect& panel, const char* title,
+                         const char* id);
 // The canvas below a panel's widgets: an InvisibleButton `id` from the cursor down to the window's
 // content edge, across the panel less its padding. Its rectangle is returned.
 Rect place_canvas(const char* id, const Rect& panel);

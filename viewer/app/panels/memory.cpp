@@ -21,12 +21,8 @@ void show_memory_panel(ViewerState& s) {
   std::vector<LegendItem> legend;
   for (MemCategory c : kStackOrder) legend.push_back({category_color(c), mem_category_name(c)});
   for (size_t i = 0; i < s.runs.size(); ++i) {
-    RunView& rv = s.runs[i];
-    const RunModel& m = rv.run->model();
-    const TimeAxis& axis = s.time.axis(static_cast<int>(i));
-    const Rect& panel = s.layout.runs[i].memory;
-    std::string title = "Memory by category: " + m.info.name + "##memory" + std::to_string(i);
-    begin_panel(title.c_str(), panel);
+    auto [rv, m, axis, panel] =
+        begin_run_panel(s, i, s.layout.runs[i].memory, "Memory by category", "memory");
     if (s.overlay_ranks) {
       std::vector<LegendItem> ranks;
       for (size_t r = 0; r < m.ranks.size(); ++r)

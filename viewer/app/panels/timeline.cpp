@@ -21,12 +21,8 @@ void show_timeline_panel(ViewerState& s) {
     legend.push_back({op_color(static_cast<OpKind>(k)), op_kind_name(static_cast<OpKind>(k))});
   legend.push_back({kExposedColor, "exposed comm"});
   for (size_t i = 0; i < s.runs.size(); ++i) {
-    RunView& rv = s.runs[i];
-    const RunModel& m = rv.run->model();
-    const TimeAxis& axis = s.time.axis(static_cast<int>(i));
-    const Rect& panel = s.layout.runs[i].timeline;
-    std::string title = "Timeline: " + m.info.name + "##timeline" + std::to_string(i);
-    begin_panel(title.c_str(), panel);
+    auto [rv, m, axis, panel] =
+        begin_run_panel(s, i, s.layout.runs[i].timeline, "Timeline", "timeline");
     draw_legend(legend);
     Rect c = place_canvas("timeline_canvas", panel);
     handle_time_canvas(s, axis);

@@ -19,12 +19,8 @@ void show_units_panel(ViewerState& s) {
                        UnitState::resharded})
     legend.push_back({unit_state_color(st), unit_state_name(st)});
   for (size_t i = 0; i < s.runs.size(); ++i) {
-    RunView& rv = s.runs[i];
-    const RunModel& m = rv.run->model();
-    const TimeAxis& axis = s.time.axis(static_cast<int>(i));
-    const Rect& panel = s.layout.runs[i].units;
-    std::string title = "FSDP unit states: " + m.info.name + "##units" + std::to_string(i);
-    begin_panel(title.c_str(), panel);
+    auto [rv, m, axis, panel] =
+        begin_run_panel(s, i, s.layout.runs[i].units, "FSDP unit states", "units");
     int n = static_cast<int>(m.ranks.size());
     rv.units_rank = std::clamp(rv.units_rank, 0, std::max(0, n - 1));
     ImGui::SetNextItemWidth(80);
