@@ -9,6 +9,38 @@
 
 namespace shardlab::viewer {
 
+namespace {
+constexpr ImGuiWindowFlags kPanelFlags =
+    ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+    ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoBringToFrontOnFocus |
+    ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse |
+    ImGuiWindowFlags_NoFocusOnAppearing;
+}  // namespace
+
+bool begin_panel(const char* title, const Rect& r) {
+  ImGui::SetNextWindowPos(v2(r.x, r.y), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(v2(r.w, r.h), ImGuiCond_Always);
+  return ImGui::Begin(title, nullptr, kPanelFlags);
+}
+
+RunPanel begin_run_panel(ViewerState& s, size_t i, const Rect& panel, const char* title,
+                         const char* id) {
+  RunView& rv = s.runs[i];
+  const RunModel& m = rv.run->model();
+  std::string name = std::string(title) + ": " + m.info.name + "##" + id + std::to_string(i);
+  begin_panel(name.c_str(), panel);
+  return {rv, m, s.time.axis(static_cast<int>(i)), panel};
+}
+
+Rect place_canvas(const char* id, const Rect& panel) {
+  ImVec2 p = ImGui::GetCursorScreenPos();
+  ImVec2 avail = ImGui::GetContentRegionAvail();
+  Rect c{panel.x + kPad, p.y, panel.w - 2 * kPad, std::max(8.0f, avail.y)};
+  ImGui::SetCursorScreenPos(v2(c.x, c.y));
+  ImGui::InvisibleButton(id, v2(c.w, c.h));
+  return c;
+}
+
 void axis_pixels(const Rect& panel, double* x0, double* width) {
   *x0 = panel.x + kPad + kGutter;
   *width = std::max(1.0, panel.w - 2 * kPad - kGutter);
@@ -80,6 +112,13 @@ void handle_time_canvas(ViewerState& s, const TimeAxis& axis) {
     s.time.pan(io.MouseDelta.x);
     s.follow = false;
   }
+}
+
+void draw_cursor_line(ImDrawList* dl, const ViewerState& s, const TimeAxis& axis, double y0,
+                      double y1) {
+  if (std::isnan(s.hover_rel_x)) return;
+  double x = axis.x0() + s.hover_rel_x;
+  dl->AddLine(v2(x, y0), v2(x, y1), IM_COL32(255, 255, 255, 90));
 }
 
 void draw_centered_text(ImDrawList* dl, const Rect& r, const std::string& text, Rgba c) {

@@ -1,10 +1,10 @@
-// Back buffer to PNG (see screenshot.hpp).
+// Screenshot mode: back buffer to PNG, and the JSON report (see screenshot.hpp).
 #include "viewer/app/screenshot.hpp"
 
+#include <cstdio>
 #include <cstring>
-#include <vector>
-
 #include <fstream>
+#include <vector>
 
 #include <GLFW/glfw3.h>
 #include <nlohmann/json.hpp>
@@ -42,14 +42,14 @@ nlohmann::json rgb(Rgba c) { return {c.r, c.g, c.b}; }
 }  // namespace
 
 void write_report(const std::string& path, const ViewerState& s, int win_w, int win_h, int fb_w,
-                  int fb_h, int frames, double ui_ms, double gl_ms, int64_t vertices) {
+                  int fb_h, const FrameStats& stats) {
   nlohmann::json j;
   j["window"] = {win_w, win_h};
   j["framebuffer"] = {fb_w, fb_h};
-  j["frames"] = frames;
-  j["mean_ui_ms"] = ui_ms;
-  j["mean_render_ms"] = gl_ms;
-  j["vertices"] = vertices;
+  j["frames"] = stats.frames;
+  j["mean_ui_ms"] = stats.ui_ms;
+  j["mean_render_ms"] = stats.gl_ms;
+  j["vertices"] = stats.vertices;
   j["selected_step"] = s.selected_step;
   j["ns_per_px"] = s.time.ns_per_px();
   j["panels"]["toolbar"] = rect_json(s.layout.toolbar);
@@ -92,6 +92,22 @@ std::string default_report_path(const std::string& png) {
   std::string base = png;
   if (base.size() > 4 && base.compare(base.size() - 4, 4, ".png") == 0) base.resize(base.size() - 4);
   return base + ".json";
+}
+
+bool save_screenshot(GLFWwindow* window, const ViewerState& s, const std::string& png,
+                     const std::string& report, const FrameStats& stats) {
+  int fb_w, fb_h, win_w, win_h;
+  glfwGetFramebufferSize(window, &fb_w, &fb_h);
+  std::string err;
+  if (!save_back_buffer_png(fb_w, fb_h, png, &err)) {
+    std::fprintf(stderr, "shardlab-viewer: screenshot: %s\n", err.c_str());
+    return false;
+  }
+  glfwGetWindowSize(window, &win_w, &win_h);
+  std::string path = report.empty() ? default_report_path(png) : report;
+  write_report(path, s, win_w, win_h, fb_w, fb_h, stats);
+  std::printf("shardlab-viewer: wrote %s and %s\n", png.c_str(), path.c_str());
+  return true;
 }
 
 }  // namespace shardlab::viewer

@@ -86,6 +86,4 @@ std::string run_state(const LiveRun& run) {
   return m.finished ? "finished" : "live";
 }
 
-// The canvas under the cursor: an InvisibleButton from the cursor to the window's content edge.
-
 }  // namespace shardlab::viewer
