@@ -42,22 +42,10 @@ float* Engine::Impl::grad_target(FsdpUnit& u) {
 }
 
 void Engine::Impl::after_unit_backward(FsdpUnit& u, bool last_micro) {
-  switch (accum) {
-    case GradAccum::fold:
-      fold_grad(u);
-      [[fallthrough]];
-    case GradAccum::direct:
-      u.grads_fresh = false;
-      if (last_micro) issue_reduce(u);
-      break;
-    case GradAccum::no_sync:
-      if (!last_micro) return;  // keep dflat for the next micro-batch
-      issue_reduce(u);
-      break;
-    case GradAccum::reduce_each:
-      issue_reduce(u);
-      break;
-  }
+  if (accum == GradAccum::fold) fold_grad(u);
+  // Until then the gradient accumulates: in the full gradient (direct, fold) or in dflat (no_sync).
+  if (!reduces_after(accum, last_micro)) return;
+  issue_reduce(u);
   // One reduction stays in flight behind the next unit's backward; older ones complete now.
   drain(1);
 }
@@ -73,6 +61,7 @@ void Engine::Impl::fold_grad(FsdpUnit& u) {
     cast_from_f32(dev, u.grads.data(), cfg.reduce_dtype, u.dflat.f32(), P);
   }
   u.dflat.reset();
+  u.grads_fresh = false;
 }
 
 void Engine::Impl::issue_reduce(FsdpUnit& u) {
@@ -102,6 +91,7 @@ void Engine::Impl::issue_reduce(FsdpUnit& u) {
       p.recv_tmp = dev.alloc(S * rsz(), MemCategory::comm_buffers);
       p.recv = p.recv_tmp.data();
     }
+    u.grads_fresh = false;
   }
   switch (spec->grad_collective) {
     case GradCollective::all_reduce:
@@ -118,7 +108,6 @@ void Engine::Impl::issue_reduce(FsdpUnit& u) {
         dev.copy(p.recv, send, S * rsz());  // a group of one: the whole gradient is the shard
       break;
   }
-  if (!full_grads()) u.grads_fresh = false;
   pending.push_back(std::move(p));
 }
 

@@ -109,7 +109,8 @@ class StepSim {
     if (gathers()) {
       if (!u.inflight) issue_gather(u);
       auto busy = [&](int id) { return units_[id].unsharded || units_[id].inflight; };
-      for (int id : prefetch_units(order, i, in_.prefetch, in_.max_inflight_gathers, inflight_, busy))
+      for (int id :
+           prefetch_units(order, i, in_.prefetch, in_.max_inflight_gathers, inflight_, busy))
         issue_gather(units_[id]);
       u.inflight = false;
       --inflight_;
@@ -132,27 +133,17 @@ class StepSim {
   }
   void after_unit_backward(int id, bool last) {
     SimUnit& u = units_[id];
-    switch (accum_) {
-      case GradAccum::fold:
-        if (!u.fresh) {
-          alloc(kWs, u.P * 4);
-          release(kWs, u.P * 4);
-        }
-        release(kGu, u.P * 4);
-        u.dflat = false;
-        [[fallthrough]];
-      case GradAccum::direct:
-        u.fresh = false;
-        if (last) issue_reduce(id);
-        break;
-      case GradAccum::no_sync:
-        if (!last) return;
-        issue_reduce(id);
-        break;
-      case GradAccum::reduce_each:
-        issue_reduce(id);
-        break;
+    if (accum_ == GradAccum::fold) {
+      if (!u.fresh) {
+        alloc(kWs, u.P * 4);
+        release(kWs, u.P * 4);
+      }
+      release(kGu, u.P * 4);
+      u.dflat = false;
+      u.fresh = false;
     }
+    if (!reduces_after(accum_, last)) return;
+    issue_reduce(id);
     drain(1);
   }
   void issue_reduce(int id) {

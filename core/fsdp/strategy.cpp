@@ -9,19 +9,20 @@ namespace shardlab {
 namespace {
 
 constexpr Placement kFull = Placement::full, kShard = Placement::shard;
-constexpr GradCollective kAllReduce = GradCollective::all_reduce,
-                         kReduceScatter = GradCollective::reduce_scatter,
-                         kReduceScatterAllReduce = GradCollective::reduce_scatter_all_reduce;
+constexpr GradCollective kAr = GradCollective::all_reduce, kRs = GradCollective::reduce_scatter,
+                         kRsAr = GradCollective::reduce_scatter_all_reduce;
 
-// In the order of the enum. docs/memory.md's strategy table, checked by fsdp_strategy_test.
+// In the order of the enum. docs/memory.md's and docs/fsdp.md's strategy tables, checked against
+// them by fsdp_strategy_test.
 constexpr std::array<StrategySpec, kNumStrategies> kStrategies = {{
-    // strategy               zero      params  grads   optim   gradient collective
-    //                                                          reshard_after_forward, gather_after_step
-    {Strategy::no_shard,      "DDP",    kFull,  kFull,  kFull,  kAllReduce,              false, false},
-    {Strategy::shard_optim,   "ZeRO-1", kFull,  kFull,  kShard, kReduceScatter,          false, true},
-    {Strategy::shard_grad_op, "ZeRO-2", kFull,  kShard, kShard, kReduceScatter,          false, true},
-    {Strategy::full_shard,    "ZeRO-3", kShard, kShard, kShard, kReduceScatter,          true,  false},
-    {Strategy::hybrid_shard,  "HSDP",   kShard, kShard, kShard, kReduceScatterAllReduce, true,  false},
+    // strategy               zero      params  grads   optim   grads    reshard  gather
+    //                                  (kept between steps)    reduced  after    after
+    //                                                          by       forward  step
+    {Strategy::no_shard,      "DDP",    kFull,  kFull,  kFull,  kAr,     false,   false},
+    {Strategy::shard_optim,   "ZeRO-1", kFull,  kFull,  kShard, kRs,     false,   true},
+    {Strategy::shard_grad_op, "ZeRO-2", kFull,  kShard, kShard, kRs,     false,   true},
+    {Strategy::full_shard,    "ZeRO-3", kShard, kShard, kShard, kRs,     true,    false},
+    {Strategy::hybrid_shard,  "HSDP",   kShard, kShard, kShard, kRsAr,   true,    false},
 }};
 
 }  // namespace
@@ -57,12 +58,8 @@ Strategy parse_strategy(const std::string& s) {
 }
 
 const char* grad_collective_name(GradCollective c) {
-  switch (c) {
-    case GradCollective::all_reduce: return "all_reduce";
-    case GradCollective::reduce_scatter: return "reduce_scatter";
-    case GradCollective::reduce_scatter_all_reduce: return "reduce_scatter+all_reduce";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"all_reduce", "reduce_scatter", "reduce_scatter+all_reduce"};
+  return kNames[static_cast<int>(c)];
 }
 
 int shard_group_size(Strategy s, int world, int hybrid_group) {
@@ -93,13 +90,8 @@ GradAccum grad_accum(Strategy s, DType reduce_dtype, AccumMode mode) {
 }
 
 const char* grad_accum_name(GradAccum a) {
-  switch (a) {
-    case GradAccum::direct: return "direct";
-    case GradAccum::fold: return "fold";
-    case GradAccum::reduce_each: return "reduce_each";
-    case GradAccum::no_sync: return "no_sync";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"direct", "fold", "reduce_each", "no_sync"};
+  return kNames[static_cast<int>(a)];
 }
 
 }  // namespace shardlab

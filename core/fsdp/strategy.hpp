@@ -90,6 +90,11 @@ enum class GradAccum : uint8_t {
   no_sync,      // gradient shards: the fp32 gradient kept across micro-batches, reduced on the last
 };
 GradAccum grad_accum(Strategy s, DType reduce_dtype, AccumMode mode);
+// Whether a unit's gradient is reduced after this micro-batch's backward: after every one under
+// reduce_each, after the last under the others.
+inline bool reduces_after(GradAccum a, bool last_micro) {
+  return last_micro || a == GradAccum::reduce_each;
+}
 const char* grad_accum_name(GradAccum a);
 
 }  // namespace shardlab
