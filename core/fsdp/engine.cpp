@@ -1,11 +1,9 @@
-// The FSDP engine: construction (groups, units, persistent state) and the schedule of one
-// micro-batch's forward and backward. The unit lifecycle pieces live in unshard.cpp,
-// grad_reduce.cpp and optim_step.cpp.
+// The FSDP engine: construction (groups from the mesh, units, persistent state) and the schedule
+// of one micro-batch's forward and backward. The unit lifecycle pieces live in the files that
+// engine_impl.hpp lists.
 #include "core/fsdp/engine.hpp"
 
-#include <chrono>
 #include <numeric>
-#include <thread>
 
 #include "core/base/error.hpp"
 #include "core/fsdp/engine_impl.hpp"
@@ -14,59 +12,35 @@
 
 namespace shardlab {
 
-namespace {
-
-// A compute-lane span that, under EngineConfig::compute_slowdown = F > 1, stretches the compute it
-// measures to F times its length (the sleep is inside the span: the trace shows a slow rank).
-class ComputeSpan {
- public:
-  ComputeSpan(Recorder* rec, const char* op, int unit, double slowdown)
-      : span_(rec, op, unit), slowdown_(slowdown), t0_(std::chrono::steady_clock::now()) {}
-  ~ComputeSpan() {
-    if (slowdown_ <= 1.0) return;
-    const auto took = std::chrono::steady_clock::now() - t0_;
-    std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(
-        took * (slowdown_ - 1.0)));
-  }
-  ComputeSpan(const ComputeSpan&) = delete;
-  ComputeSpan& operator=(const ComputeSpan&) = delete;
-
- private:
-  ScopedSpan span_;
-  double slowdown_;
-  std::chrono::steady_clock::time_point t0_;
-};
-
-}  // namespace
-
 // ---- construction -------------------------------------------------------------------------
 
 Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,
                    const EngineConfig& c)
-    : dev(d), world(w), rec(r), model(m), cfg(c) {
+    : dev(d),
+      world(w),
+      rec(r),
+      model(m),
+      cfg(c),
+      spec(&strategy_spec(c.strategy)),
+      accum(grad_accum(c.strategy, c.reduce_dtype, c.accum_mode)) {
   model.validate();
   cfg.optim.validate();
-  N = world.size();
   SL_CHECK(cfg.prefetch >= 0, "engine: prefetch ", cfg.prefetch, " must be >= 0");
   SL_CHECK(cfg.compute_slowdown >= 1.0 && cfg.compute_slowdown <= 1000.0,
            "engine: compute_slowdown ", cfg.compute_slowdown, " must be in [1, 1000]");
   SL_CHECK(cfg.max_inflight_gathers >= 0, "engine: max_inflight_gathers ",
            cfg.max_inflight_gathers, " must be >= 0 (0 = no limit)");
-  const int hg = cfg.strategy == Strategy::hybrid_shard && cfg.hybrid_group <= 0 ? N
-                                                                                  : cfg.hybrid_group;
-  G = shard_group_size(cfg.strategy, N, hg);
+  mesh = make_mesh(cfg.strategy, world.size(), world.rank(), cfg.hybrid_group);
 
   // Groups. Every rank calls split twice (collective), whatever its strategy; a group of one
   // rank is dropped. Keys are world ranks, so reductions run in world-rank order.
-  const int r0 = world.rank();
-  const int shard_color = cfg.strategy == Strategy::hybrid_shard ? r0 / G : 0;
-  const int replica_color = cfg.strategy == Strategy::hybrid_shard ? r0 % G : r0;
-  std::unique_ptr<Communicator> sc = world.split(G > 1 ? shard_color : r0, r0);
-  std::unique_ptr<Communicator> rc =
-      world.split(cfg.strategy == Strategy::no_shard ? 0 : replica_color, r0);
+  std::unique_ptr<Communicator> sc = world.split(mesh.shard_color, mesh.rank);
+  std::unique_ptr<Communicator> rc = world.split(mesh.replica_color, mesh.rank);
+  SL_CHECK(sc->size() == mesh.shard_size && rc->size() == mesh.replica_size,
+           "engine: split gave groups of ", sc->size(), " and ", rc->size(), " ranks, the mesh ",
+           mesh.shard_size, " and ", mesh.replica_size);
   if (sc->size() > 1) shard_comm = std::move(sc);
   if (rc->size() > 1) replica_comm = std::move(rc);
-  shard_rank = shard_comm ? shard_comm->rank() : 0;
   for (Communicator* c2 : {shard_comm.get(), replica_comm.get()})
     if (c2) c2->set_recorder(world.recorder() ? world.recorder() : rec);
 
@@ -88,9 +62,9 @@ void Engine::Impl::init_units() {
     UnitLayout ml = unit_layout(model, id);
     std::vector<FlatEntry> entries;
     for (const ParamEntry& e : ml.entries) entries.push_back({e.name, e.shape, e.offset, e.numel});
-    u.layout = FlatLayout(std::move(entries), G);
+    u.layout = FlatLayout(std::move(entries), mesh.shard_size);
     const int64_t P = u.layout.padded_numel();
-    u.own = G > 1 ? u.layout.shard_range(shard_rank) : ShardRange{0, P};
+    u.own = mesh.shard_size > 1 ? u.layout.shard_range(mesh.shard_rank) : ShardRange{0, P};
     const int64_t n_params = full_params() ? P : u.own.size;
     const int64_t n_grads = full_grads() ? P : u.own.size;
 
@@ -129,7 +103,7 @@ float Engine::Impl::forward_backward(const int* tokens, const int* targets, int 
   const int64_t btc = static_cast<int64_t>(B) * T * model.n_embd;
   // Each rank's loss is a mean over its own tokens; the reductions sum over N ranks and the
   // micro-batches add up, so the gradient of the global mean needs 1 / (N K).
-  const float loss_scale = 1.0f / static_cast<float>(static_cast<int64_t>(N) * K);
+  const float loss_scale = 1.0f / static_cast<float>(static_cast<int64_t>(mesh.world) * K);
   FsdpUnit& root = units[kRootUnit];
 
   // The residual stream: the input of every block, then the head's input.
@@ -153,7 +127,7 @@ float Engine::Impl::forward_backward(const int* tokens, const int* targets, int 
       block_forward(dev, model, res + (l + 1) * btc, acts[l], res + l * btc, compute_params(u), B,
                     T);
     }
-    if (cfg.act_ckpt) acts[l].release();  // only the block's input (in `res`) is kept
+    drop_block_activations(acts[l]);
     reshard(u);
   }
   HeadActivations head(dev, model, B, T);
@@ -176,13 +150,7 @@ float Engine::Impl::forward_backward(const int* tokens, const int* targets, int 
   for (int l = L - 1; l >= 0; --l) {
     FsdpUnit& u = units[block_unit(l)];
     unshard_at(bwd_order, L - l);
-    if (cfg.act_ckpt) {
-      // Recompute the block's forward from its saved input to refill its activations.
-      ComputeSpan s(rec, "recompute", u.id, cfg.compute_slowdown);
-      acts[l].allocate();
-      Buffer y = dev.alloc(btc * 4, MemCategory::workspace);  // (B, T, C), discarded
-      block_forward(dev, model, y.f32(), acts[l], res + l * btc, compute_params(u), B, T);
-    }
+    recompute_block(u, acts[l], res + l * btc, B, T);
     {
       ComputeSpan s(rec, "backward", u.id, cfg.compute_slowdown);
       block_backward(dev, model, dres.f32(), grad_target(u), dres.f32(), acts[l], res + l * btc,
@@ -256,7 +224,6 @@ float Engine::forward_backward(const int* tokens, const int* targets, int B, int
                                int K) {
   return impl_->forward_backward(tokens, targets, B, T, micro, K);
 }
-float Engine::clip_grad_norm(float max_norm) { return impl_->clip_grad_norm(max_norm); }
 void Engine::optimizer_step() { impl_->optimizer_step(); }
 
 float Engine::world_mean(float v) {
@@ -270,9 +237,9 @@ const GPTConfig& Engine::model() const { return impl_->model; }
 const EngineConfig& Engine::config() const { return impl_->cfg; }
 int Engine::num_units() const { return static_cast<int>(impl_->units.size()); }
 int Engine::rank() const { return impl_->world.rank(); }
-int Engine::world() const { return impl_->N; }
-int Engine::shard_group() const { return impl_->G; }
-int Engine::shard_rank() const { return impl_->shard_rank; }
+int Engine::world() const { return impl_->mesh.world; }
+int Engine::shard_group() const { return impl_->mesh.shard_size; }
+int Engine::shard_rank() const { return impl_->mesh.shard_rank; }
 const FlatLayout& Engine::layout(int unit) const {
   SL_CHECK(unit >= 0 && unit < num_units(), "engine: unit ", unit, " outside [0, ", num_units(),
            ")");

@@ -60,11 +60,13 @@ struct StepStats {
   int64_t comm_total() const { return comm_intra + comm_inter; }
 };
 
-// A rank's part of one unit, for checkpoints: the owned range of the padded flat buffer and fp32
-// host copies of the states there (padding included, zeros), by the checkpoint layer's names:
-// "params" (fp32 master parameters), "exp_avg" and "exp_avg_sq" (AdamW m and v) or
-// "momentum_buffer" (SGD with momentum).
+// A rank's part of one unit, for checkpoints and tests: the owned range of the padded flat buffer
+// and fp32 host copies of the states there (padding included, zeros), by the engine's names:
+// kParams (the fp32 master parameters) and the optimizer's states by OptimizerState::name ("m"
+// and "v" for AdamW, "momentum" for SGD with momentum). The checkpoint layer names them its own
+// way; core/train/train_checkpoint.cpp maps between the two.
 struct UnitShard {
+  static constexpr const char* kParams = "params";
   ShardRange range;
   std::map<std::string, std::vector<float>> states;
 };

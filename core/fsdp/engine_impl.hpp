@@ -1,17 +1,44 @@
 // The engine's internal state, shared by its source files (engine.cpp: construction and the
-// step's schedule; unshard.cpp: gather, prefetch and reshard; grad_reduce.cpp: gradient
-// collectives; optim_step.cpp: clipping, AdamW and shard access). Not part of the public API.
+// step's schedule; act_ckpt.cpp: activation checkpointing; unshard.cpp: gather and reshard;
+// prefetch.cpp: the all-gathers issued ahead; grad_reduce.cpp: gradient collectives;
+// clip_grad_norm.cpp: global-norm clipping; optim_step.cpp: divergence checks and the optimizer;
+// shard_access.cpp: a unit's parameters, gradients and shards for tests and checkpoints).
+// Not part of the public API.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "core/fsdp/engine.hpp"
+#include "core/fsdp/mesh.hpp"
 #include "core/model/layers.hpp"
 #include "core/trace/recorder.hpp"
 
 namespace shardlab {
+
+// A compute-lane span that, under EngineConfig::compute_slowdown = F > 1, stretches the compute it
+// measures to F times its length (the sleep is inside the span: the trace shows a slow rank).
+class ComputeSpan {
+ public:
+  ComputeSpan(Recorder* rec, const char* op, int unit, double slowdown)
+      : span_(rec, op, unit), slowdown_(slowdown), t0_(std::chrono::steady_clock::now()) {}
+  ~ComputeSpan() {
+    if (slowdown_ <= 1.0) return;
+    const auto took = std::chrono::steady_clock::now() - t0_;
+    std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(
+        took * (slowdown_ - 1.0)));
+  }
+  ComputeSpan(const ComputeSpan&) = delete;
+  ComputeSpan& operator=(const ComputeSpan&) = delete;
+
+ private:
+  ScopedSpan span_;
+  double slowdown_;
+  std::chrono::steady_clock::time_point t0_;
+};
 
 // One unit's buffers on this rank. P = padded numel, S = P / G, own = this rank's range of the
 // padded flat buffer ([0, P) for no_shard).
@@ -52,9 +79,9 @@ struct Engine::Impl {
   Recorder* rec;
   GPTConfig model;
   EngineConfig cfg;
-  int N = 1;           // world size: the data-parallel degree
-  int G = 1;           // shard group size
-  int shard_rank = 0;  // index in the shard group
+  Mesh mesh;                // shard and replica groups of this rank
+  const StrategySpec* spec;  // the strategy's decisions (strategy.cpp)
+  GradAccum accum;           // how backward's gradient reaches the kept one
   std::unique_ptr<Communicator> shard_comm;    // the G ranks sharing a unit (null when G == 1)
   std::unique_ptr<Communicator> replica_comm;  // ranks holding the same shard (null when alone)
   std::vector<FsdpUnit> units;
@@ -69,17 +96,22 @@ struct Engine::Impl {
   int64_t psz() const { return dtype_size(cfg.param_dtype); }
   int64_t rsz() const { return dtype_size(cfg.reduce_dtype); }
   bool mixed() const { return cfg.param_dtype != DType::f32; }
-  bool full_params() const { return keeps_full_params(cfg.strategy); }
-  bool full_grads() const { return keeps_full_grads(cfg.strategy); }
-  bool gathers() const { return gathers_params_per_unit(cfg.strategy) && G > 1; }
-  // Full-gradient strategies with fp32 gradients let backward write straight into them.
-  bool grads_direct() const { return full_grads() && cfg.reduce_dtype == DType::f32; }
+  bool full_params() const { return spec->params == Placement::full; }
+  bool full_grads() const { return spec->grads == Placement::full; }
+  // Parameters gathered per unit: only when a unit is split over more than one rank.
+  bool gathers() const { return spec->reshard_after_forward && mesh.shard_size > 1; }
 
   // ---- construction (engine.cpp)
   void init_units();
 
   // ---- the schedule (engine.cpp)
   float forward_backward(const int* tokens, const int* targets, int B, int T, int micro, int K);
+
+  // ---- activation checkpointing (act_ckpt.cpp)
+  // After a block's forward: drop its activations (its input stays in the residual stream).
+  void drop_block_activations(BlockActivations& acts);
+  // Before a block's backward: refill its activations by running its forward again from `x`.
+  void recompute_block(FsdpUnit& u, BlockActivations& acts, const float* x, int B, int T);
 
   // ---- unshard / reshard (unshard.cpp)
   // Makes units[order[i]] usable for compute, first issuing the all-gathers of the next units in
@@ -89,15 +121,21 @@ struct Engine::Impl {
   void reshard(FsdpUnit& u);
   const float* compute_params(const FsdpUnit& u) const;
 
+  // ---- prefetch (prefetch.cpp)
+  void prefetch(const std::vector<int>& order, int i);  // the gathers ahead of order[i]
+
   // ---- gradients (grad_reduce.cpp)
   float* grad_target(FsdpUnit& u);  // where backward accumulates the unit's fp32 gradient
   void after_unit_backward(FsdpUnit& u, bool last_micro);
+  void fold_grad(FsdpUnit& u);  // GradAccum::fold: dflat cast and added into the full gradient
   void issue_reduce(FsdpUnit& u);
   void complete(PendingReduce& p);
   void drain(size_t keep);  // completes pending reductions until `keep` remain
 
-  // ---- optimizer (optim_step.cpp)
+  // ---- clipping (clip_grad_norm.cpp)
   float clip_grad_norm(float max_norm);
+
+  // ---- optimizer (optim_step.cpp)
   // Divergence checks, before a unit is updated and before anything is saved: each throws Error
   // naming the step (steps + 1), the unit and this rank. A rank that finds nothing goes on and
   // fails in its next collective once the finding rank has aborted the world, so no rank reaches
@@ -107,6 +145,11 @@ struct Engine::Impl {
   void optimizer_step();
   void* owned_params(FsdpUnit& u);  // param_dtype elements of the owned range
   void* owned_grads(FsdpUnit& u);   // reduce_dtype elements of the owned range
+
+  // ---- shard access (shard_access.cpp)
+  // This rank's owned range of a unit as fp32 (`mine`, own.size elements) all-gathered over the
+  // shard group into the unpadded unit, on the host.
+  std::vector<float> gather_owned(FsdpUnit& u, const Buffer& mine);
 
   Communicator::Traffic traffic_intra() const;
   Communicator::Traffic traffic_inter() const;

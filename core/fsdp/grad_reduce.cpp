@@ -1,10 +1,12 @@
 // Gradient reduction: where backward writes a unit's gradient, and the collective that turns it
-// into this rank's reduced gradient as soon as the unit's backward ends:
-//   no_shard       all-reduce (sum) of the full gradient, in place, across all N ranks
-//   shard_optim    reduce-scatter (sum) of the full gradient, in place: the owned range is reduced
-//   shard_grad_op, full_shard: reduce-scatter of the unit's fp32 gradient into the gradient shard
-//   hybrid_shard   reduce-scatter inside the group of G, then all-reduce of the shard across the
-//                  N/G replica groups
+// into this rank's reduced gradient as soon as the unit's backward ends. Both are the strategy's
+// decisions (strategy.cpp): GradAccum says where the gradient accumulates and when it is reduced,
+// GradCollective which collective reduces it:
+//   all_reduce        no_shard: the full gradient, in place, across all N ranks
+//   reduce_scatter    shard_optim: the full gradient in place, the owned range reduced;
+//                     shard_grad_op, full_shard: the unit's fp32 gradient into the gradient shard
+//   reduce_scatter_all_reduce   hybrid_shard: reduce-scatter inside the group of G, then an
+//                     all-reduce of the shard across the N/G replica groups (complete, below)
 // Collectives sum; backward already scaled the loss by 1/(N K). The local backend sums each
 // element in rank order in both all-reduce and reduce-scatter, so no_shard, shard_optim,
 // shard_grad_op and full_shard get bit-identical reduced gradients.
@@ -33,35 +35,33 @@ void add_into(Device& dev, void* dst, const void* src, DType t, int64_t n) {
 }  // namespace
 
 float* Engine::Impl::grad_target(FsdpUnit& u) {
-  if (grads_direct()) return u.grads.f32();
+  if (accum == GradAccum::direct) return u.grads.f32();
   if (u.dflat.empty())
     u.dflat = dev.alloc_zeros(u.layout.padded_numel() * 4, MemCategory::grads_unsharded);
   return u.dflat.f32();
 }
 
 void Engine::Impl::after_unit_backward(FsdpUnit& u, bool last_micro) {
-  if (full_grads()) {
-    if (!grads_direct()) {
-      // Fold this micro-batch's fp32 gradient into the reduce_dtype full gradient.
-      const int64_t P = u.layout.padded_numel();
-      if (u.grads_fresh) {
-        cast_from_f32(dev, u.grads.data(), cfg.reduce_dtype, u.dflat.f32(), P);
-      } else {
-        Buffer kept = dev.alloc(P * 4, MemCategory::workspace);
-        cast_to_f32(dev, kept.f32(), u.grads.data(), cfg.reduce_dtype, P);
-        axpy(dev, u.dflat.f32(), 1.0f, kept.f32(), P);
-        cast_from_f32(dev, u.grads.data(), cfg.reduce_dtype, u.dflat.f32(), P);
-      }
-      u.dflat.reset();
-    }
-    u.grads_fresh = false;
-    if (last_micro) issue_reduce(u);
-  } else {
-    if (cfg.accum_mode == AccumMode::no_sync && !last_micro) return;  // keep dflat for the next
-    issue_reduce(u);
-  }
+  if (accum == GradAccum::fold) fold_grad(u);
+  // Until then the gradient accumulates: in the full gradient (direct, fold) or in dflat (no_sync).
+  if (!reduces_after(accum, last_micro)) return;
+  issue_reduce(u);
   // One reduction stays in flight behind the next unit's backward; older ones complete now.
   drain(1);
+}
+
+void Engine::Impl::fold_grad(FsdpUnit& u) {
+  const int64_t P = u.layout.padded_numel();
+  if (u.grads_fresh) {
+    cast_from_f32(dev, u.grads.data(), cfg.reduce_dtype, u.dflat.f32(), P);
+  } else {
+    Buffer kept = dev.alloc(P * 4, MemCategory::workspace);
+    cast_to_f32(dev, kept.f32(), u.grads.data(), cfg.reduce_dtype, P);
+    axpy(dev, u.dflat.f32(), 1.0f, kept.f32(), P);
+    cast_from_f32(dev, u.grads.data(), cfg.reduce_dtype, u.dflat.f32(), P);
+  }
+  u.dflat.reset();
+  u.grads_fresh = false;
 }
 
 void Engine::Impl::issue_reduce(FsdpUnit& u) {
@@ -69,15 +69,14 @@ void Engine::Impl::issue_reduce(FsdpUnit& u) {
   const DType rd = cfg.reduce_dtype;
   PendingReduce p;
   p.unit = u.id;
+  const void* send = nullptr;
   if (full_grads()) {
+    // In place: the full gradient is the input and, in the owned range, the result.
     char* g = static_cast<char*>(u.grads.data());
+    send = g;
     p.recv = g + u.own.offset * rsz();
-    if (shard_comm)
-      p.work = shard_comm->reduce_scatter(g, p.recv, S, rd, ReduceOp::sum, true, {u.id, "grads"});
-    else if (replica_comm)
-      p.work = replica_comm->all_reduce(g, g, P, rd, ReduceOp::sum, true, {u.id, "grads"});
   } else {
-    const void* send = u.dflat.data();
+    send = u.dflat.data();
     if (rd != DType::f32) {
       p.staging = dev.alloc(P * rsz(), MemCategory::comm_buffers);
       cast_from_f32(dev, p.staging.data(), rd, u.dflat.f32(), P);
@@ -92,12 +91,22 @@ void Engine::Impl::issue_reduce(FsdpUnit& u) {
       p.recv_tmp = dev.alloc(S * rsz(), MemCategory::comm_buffers);
       p.recv = p.recv_tmp.data();
     }
-    if (shard_comm)
-      p.work = shard_comm->reduce_scatter(send, p.recv, S, rd, ReduceOp::sum, true,
-                                          {u.id, "grads"});
-    else
-      dev.copy(p.recv, send, S * rsz());  // a group of one: the whole gradient is the shard
     u.grads_fresh = false;
+  }
+  switch (spec->grad_collective) {
+    case GradCollective::all_reduce:
+      if (replica_comm)
+        p.work = replica_comm->all_reduce(send, p.recv, P, rd, ReduceOp::sum, true,
+                                          {u.id, "grads"});
+      break;
+    case GradCollective::reduce_scatter:
+    case GradCollective::reduce_scatter_all_reduce:  // the all-reduce follows in complete()
+      if (shard_comm)
+        p.work = shard_comm->reduce_scatter(send, p.recv, S, rd, ReduceOp::sum, true,
+                                            {u.id, "grads"});
+      else if (!full_grads())
+        dev.copy(p.recv, send, S * rsz());  // a group of one: the whole gradient is the shard
+      break;
   }
   pending.push_back(std::move(p));
 }
@@ -106,8 +115,8 @@ void Engine::Impl::complete(PendingReduce& p) {
   p.work.wait();
   FsdpUnit& u = units[p.unit];
   const int64_t S = u.own.size;
-  if (!full_grads() && replica_comm) {
-    // hybrid_shard: every group reduced its own data; sum the shards across the groups.
+  if (spec->grad_collective == GradCollective::reduce_scatter_all_reduce && replica_comm) {
+    // hybrid_shard's all-reduce: every group reduced its own data; sum the shards across groups.
     replica_comm->all_reduce(p.recv, p.recv, S, cfg.reduce_dtype, ReduceOp::sum, false,
                              {u.id, "grads"});
   }

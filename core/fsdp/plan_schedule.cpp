@@ -9,6 +9,8 @@
 #include "core/base/error.hpp"
 #include "core/fsdp/flat_param.hpp"
 #include "core/fsdp/memory_plan.hpp"
+#include "core/fsdp/mesh.hpp"
+#include "core/fsdp/prefetch.hpp"
 #include "core/model/layers.hpp"
 #include "core/model/params.hpp"
 
@@ -46,9 +48,9 @@ class StepSim {
     where_ = "start";
     G_ = plan.group;
     N_ = in_.world;
-    replica_ = in_.strategy == Strategy::no_shard ? N_
-               : in_.strategy == Strategy::hybrid_shard ? N_ / G_
-                                                        : 1;
+    replica_ = make_mesh(in_.strategy, N_, 0, G_).replica_size;
+    spec_ = &strategy_spec(in_.strategy);
+    accum_ = grad_accum(in_.strategy, in_.reduce_dtype, in_.accum_mode);
     for (int64_t n : in_.unit_numels) {
       SimUnit u;
       u.P = round_up(n, G_);
@@ -89,9 +91,8 @@ class StepSim {
   int64_t p() const { return dtype_size(in_.param_dtype); }
   int64_t r() const { return dtype_size(in_.reduce_dtype); }
   bool mixed() const { return in_.param_dtype != DType::f32; }
-  bool full_grads() const { return keeps_full_grads(in_.strategy); }
-  bool gathers() const { return gathers_params_per_unit(in_.strategy) && G_ > 1; }
-  bool direct() const { return full_grads() && in_.reduce_dtype == DType::f32; }
+  bool full_grads() const { return spec_->grads == Placement::full; }
+  bool gathers() const { return spec_->reshard_after_forward && G_ > 1; }
   int64_t staging(int64_t len) const {
     return in_.local_staging ? local_staging_bytes(len, in_.reduce_dtype) : 0;
   }
@@ -107,12 +108,10 @@ class StepSim {
     if (u.unsharded) return;
     if (gathers()) {
       if (!u.inflight) issue_gather(u);
-      for (int j = i + 1; j <= i + in_.prefetch && j < static_cast<int>(order.size()); ++j) {
-        SimUnit& n = units_[order[j]];
-        if (n.unsharded || n.inflight) continue;
-        if (in_.max_inflight_gathers > 0 && inflight_ >= in_.max_inflight_gathers) break;
-        issue_gather(n);
-      }
+      auto busy = [&](int id) { return units_[id].unsharded || units_[id].inflight; };
+      for (int id :
+           prefetch_units(order, i, in_.prefetch, in_.max_inflight_gathers, inflight_, busy))
+        issue_gather(units_[id]);
       u.inflight = false;
       --inflight_;
     }
@@ -128,37 +127,30 @@ class StepSim {
 
   // ---- grad_reduce.cpp
   void grad_target(SimUnit& u) {
-    if (direct() || u.dflat) return;
+    if (accum_ == GradAccum::direct || u.dflat) return;
     alloc(kGu, u.P * 4);
     u.dflat = true;
   }
   void after_unit_backward(int id, bool last) {
     SimUnit& u = units_[id];
-    if (full_grads()) {
-      if (!direct()) {
-        if (!u.fresh) {
-          alloc(kWs, u.P * 4);
-          release(kWs, u.P * 4);
-        }
-        release(kGu, u.P * 4);
-        u.dflat = false;
+    if (accum_ == GradAccum::fold) {
+      if (!u.fresh) {
+        alloc(kWs, u.P * 4);
+        release(kWs, u.P * 4);
       }
+      release(kGu, u.P * 4);
+      u.dflat = false;
       u.fresh = false;
-      if (last) issue_reduce(id);
-    } else {
-      if (in_.accum_mode == AccumMode::no_sync && !last) return;
-      issue_reduce(id);
     }
+    if (!reduces_after(accum_, last)) return;
+    issue_reduce(id);
     drain(1);
   }
   void issue_reduce(int id) {
     SimUnit& u = units_[id];
     SimPending q;
     q.unit = id;
-    if (full_grads()) {
-      if (G_ > 1) q.comm = staging(u.S);                         // reduce-scatter in place
-      else if (replica_ > 1) q.comm = staging(u.P / replica_ + 1);  // all-reduce chunk
-    } else {
+    if (!full_grads()) {
       if (in_.reduce_dtype != DType::f32) {
         q.staging = u.P * r();
         alloc(kCb, q.staging);
@@ -171,8 +163,16 @@ class StepSim {
         q.recv_tmp = u.S * r();
         alloc(kCb, q.recv_tmp);
       }
-      if (G_ > 1) q.comm = staging(u.S);
       u.fresh = false;
+    }
+    switch (spec_->grad_collective) {
+      case GradCollective::all_reduce:
+        if (replica_ > 1) q.comm = staging(u.P / replica_ + 1);  // all-reduce chunk
+        break;
+      case GradCollective::reduce_scatter:
+      case GradCollective::reduce_scatter_all_reduce:
+        if (G_ > 1) q.comm = staging(u.S);
+        break;
     }
     if (q.comm) alloc(kCb, q.comm);
     pending_.push_back(q);
@@ -180,7 +180,7 @@ class StepSim {
   void complete(const SimPending& q) {
     const SimUnit& u = units_[q.unit];
     if (q.comm) release(kCb, q.comm);
-    if (!full_grads() && replica_ > 1) {
+    if (spec_->grad_collective == GradCollective::reduce_scatter_all_reduce && replica_ > 1) {
       const int64_t s = staging(u.S / replica_ + 1);
       alloc(kCb, s);
       release(kCb, s);
@@ -296,6 +296,8 @@ class StepSim {
   const PlanInput& in_;
   const GPTConfig& cfg_;
   int G_ = 1, N_ = 1, replica_ = 1;
+  const StrategySpec* spec_ = nullptr;
+  GradAccum accum_ = GradAccum::direct;
   std::vector<SimUnit> units_;
   std::deque<SimPending> pending_;
   int inflight_ = 0;

@@ -1,9 +1,39 @@
-// Strategy names, parsing and the shard group size each strategy implies.
+// The strategy table (one row per strategy: what it keeps, how it reduces gradients, when it
+// gathers parameters), strategy names and parsing, and the shard group size each strategy implies.
 #include "core/fsdp/strategy.hpp"
 
 #include "core/base/error.hpp"
 
 namespace shardlab {
+
+namespace {
+
+constexpr Placement kFull = Placement::full, kShard = Placement::shard;
+constexpr GradCollective kAr = GradCollective::all_reduce, kRs = GradCollective::reduce_scatter,
+                         kRsAr = GradCollective::reduce_scatter_all_reduce;
+
+// In the order of the enum. docs/memory.md's and docs/fsdp.md's strategy tables, checked against
+// them by fsdp_strategy_test.
+constexpr std::array<StrategySpec, kNumStrategies> kStrategies = {{
+    // strategy               zero      params  grads   optim   grads    reshard  gather
+    //                                  (kept between steps)    reduced  after    after
+    //                                                          by       forward  step
+    {Strategy::no_shard,      "DDP",    kFull,  kFull,  kFull,  kAr,     false,   false},
+    {Strategy::shard_optim,   "ZeRO-1", kFull,  kFull,  kShard, kRs,     false,   true},
+    {Strategy::shard_grad_op, "ZeRO-2", kFull,  kShard, kShard, kRs,     false,   true},
+    {Strategy::full_shard,    "ZeRO-3", kShard, kShard, kShard, kRs,     true,    false},
+    {Strategy::hybrid_shard,  "HSDP",   kShard, kShard, kShard, kRsAr,   true,    false},
+}};
+
+}  // namespace
+
+const std::array<StrategySpec, kNumStrategies>& strategy_table() { return kStrategies; }
+
+const StrategySpec& strategy_spec(Strategy s) {
+  const int i = static_cast<int>(s);
+  SL_CHECK(i >= 0 && i < kNumStrategies, "strategy ", i, " is not one of the ", kNumStrategies);
+  return kStrategies[i];
+}
 
 const char* strategy_name(Strategy s) {
   switch (s) {
@@ -27,6 +57,11 @@ Strategy parse_strategy(const std::string& s) {
            "aliases ddp, zero1, zero2, zero3, fsdp, hsdp)");
 }
 
+const char* grad_collective_name(GradCollective c) {
+  constexpr const char* kNames[] = {"all_reduce", "reduce_scatter", "reduce_scatter+all_reduce"};
+  return kNames[static_cast<int>(c)];
+}
+
 int shard_group_size(Strategy s, int world, int hybrid_group) {
   SL_CHECK(world >= 1, "world size ", world, " must be at least 1");
   if (s == Strategy::no_shard) return 1;
@@ -45,6 +80,18 @@ AccumMode parse_accum_mode(const std::string& s) {
   if (s == "no_sync") return AccumMode::no_sync;
   SL_THROW(InvalidArgument, "unknown gradient accumulation mode '", s,
            "' (expected reduce_each or no_sync)");
+}
+
+GradAccum grad_accum(Strategy s, DType reduce_dtype, AccumMode mode) {
+  // Full gradients accumulate locally whatever the mode: they are full-sized anyway.
+  if (strategy_spec(s).grads == Placement::full)
+    return reduce_dtype == DType::f32 ? GradAccum::direct : GradAccum::fold;
+  return mode == AccumMode::no_sync ? GradAccum::no_sync : GradAccum::reduce_each;
+}
+
+const char* grad_accum_name(GradAccum a) {
+  constexpr const char* kNames[] = {"direct", "fold", "reduce_each", "no_sync"};
+  return kNames[static_cast<int>(a)];
 }
 
 }  // namespace shardlab

@@ -1,6 +1,6 @@
 // Unshard and reshard: the all-gather of a unit's parameter shards into its full flat buffer
-// (params_unsharded), prefetch of the next units' all-gathers while one computes, the fp32 compute
-// copy under mixed precision, and freeing it all again.
+// (params_unsharded), the fp32 compute copy under mixed precision, and freeing both again after
+// the unit's forward and after its backward. The gathers issued ahead are in prefetch.cpp.
 #include "core/base/error.hpp"
 #include "core/fsdp/engine_impl.hpp"
 #include "core/kernels/elementwise.hpp"
@@ -23,14 +23,7 @@ void Engine::Impl::unshard_at(const std::vector<int>& order, int i) {
   if (u.unsharded) return;
   if (gathers()) {
     if (!u.gather_inflight) issue_gather(u);
-    // Prefetch: the next units' all-gathers queue behind this one on the communicator and run
-    // while this unit computes. Bounded by the depth and by the all-gathers already in flight.
-    for (int j = i + 1; j <= i + cfg.prefetch && j < static_cast<int>(order.size()); ++j) {
-      FsdpUnit& n = units[order[j]];
-      if (n.unsharded || n.gather_inflight) continue;
-      if (cfg.max_inflight_gathers > 0 && inflight_gathers >= cfg.max_inflight_gathers) break;
-      issue_gather(n);
-    }
+    prefetch(order, i);
     u.gather_work.wait();
     u.gather_inflight = false;
     --inflight_gathers;

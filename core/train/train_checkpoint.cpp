@@ -18,6 +18,20 @@ namespace shardlab {
 
 using nlohmann::json;
 
+namespace {
+
+// The checkpoint layer's name (core/checkpoint/ckpt_shard.hpp) for a state the engine names by
+// itself and its optimizer (UnitShard): the names of PyTorch's optimizer state_dict.
+std::string ckpt_state_name(const std::string& engine_name) {
+  if (engine_name == UnitShard::kParams) return kStateParams;
+  if (engine_name == "m") return kStateExpAvg;
+  if (engine_name == "v") return kStateExpAvgSq;
+  if (engine_name == "momentum") return "momentum_buffer";
+  return engine_name;
+}
+
+}  // namespace
+
 void engine_shards(const Engine& engine, EngineShards& out, bool params_only) {
   out.host.clear();
   out.ckpt.clear();
@@ -33,7 +47,7 @@ void engine_shards(const Engine& engine, EngineShards& out, bool params_only) {
     s.begin = h.range.offset;
     s.end = h.range.end();
     for (auto& [name, v] : h.states)
-      if (!params_only || name == kStateParams) s.states[name] = v.data();
+      if (!params_only || name == UnitShard::kParams) s.states[ckpt_state_name(name)] = v.data();
     out.ckpt.push_back(std::move(s));
   }
 }
@@ -127,7 +141,7 @@ void init_engine_from_safetensors(Engine& engine, const std::string& path) {
   load_safetensors_into(path, shards.ckpt);
   for (UnitShard& h : shards.host)
     for (auto& [name, v] : h.states)
-      if (name != kStateParams) std::fill(v.begin(), v.end(), 0.0f);
+      if (name != UnitShard::kParams) std::fill(v.begin(), v.end(), 0.0f);
   for (int u = 0; u < engine.num_units(); ++u)
     engine.set_shard(u, shards.host[static_cast<size_t>(u)]);
   engine.set_steps_done(0);

@@ -1,0 +1,23 @@
+// Activation checkpointing (EngineConfig::act_ckpt): forward keeps only each block's input, which
+// the residual stream holds anyway, and drops the block's activations; backward runs the block's
+// forward again from that input just before the block's backward. One extra forward per block
+// buys L blocks' activations (docs/memory.md).
+#include "core/fsdp/engine_impl.hpp"
+
+namespace shardlab {
+
+void Engine::Impl::drop_block_activations(BlockActivations& acts) {
+  if (cfg.act_ckpt) acts.release();
+}
+
+void Engine::Impl::recompute_block(FsdpUnit& u, BlockActivations& acts, const float* x, int B,
+                                   int T) {
+  if (!cfg.act_ckpt) return;
+  ComputeSpan s(rec, "recompute", u.id, cfg.compute_slowdown);
+  acts.allocate();
+  const int64_t btc = static_cast<int64_t>(B) * T * model.n_embd;
+  Buffer y = dev.alloc(btc * 4, MemCategory::workspace);  // (B, T, C), discarded
+  block_forward(dev, model, y.f32(), acts, x, compute_params(u), B, T);
+}
+
+}  // namespace shardlab
