@@ -46,8 +46,8 @@ class StepSim {
     where_ = "start";
     G_ = plan.group;
     N_ = in_.world;
-    replica_ = in_.strategy == Strategy::no_shard ? N_
-               : in_.strategy == Strategy::hybrid_shard ? N_ / G_
+    replica_ = in_.engine.strategy == Strategy::no_shard ? N_
+               : in_.engine.strategy == Strategy::hybrid_shard ? N_ / G_
                                                         : 1;
     for (int64_t n : in_.unit_numels) {
       SimUnit u;
@@ -63,7 +63,7 @@ class StepSim {
       alloc(kAct, 2 * static_cast<int64_t>(in_.batch) * in_.accum * T * 4);
     }
     for (int k = 0; k < in_.accum; ++k) forward_backward(k == in_.accum - 1);
-    if (in_.clip) clip();
+    if (in_.engine.clip > 0) clip();
     optimizer_step();
     MemArray tr{};
     for (int i = 0; i < kNumMemCategories; ++i) tr[i] = at_peak_[i] - plan_.persistent[i];
@@ -86,14 +86,14 @@ class StepSim {
     cur_[static_cast<int>(c)] -= b;
     total_ -= b;
   }
-  int64_t p() const { return dtype_size(in_.param_dtype); }
-  int64_t r() const { return dtype_size(in_.reduce_dtype); }
-  bool mixed() const { return in_.param_dtype != DType::f32; }
-  bool full_grads() const { return keeps_full_grads(in_.strategy); }
-  bool gathers() const { return gathers_params_per_unit(in_.strategy) && G_ > 1; }
-  bool direct() const { return full_grads() && in_.reduce_dtype == DType::f32; }
+  int64_t p() const { return dtype_size(in_.engine.param_dtype); }
+  int64_t r() const { return dtype_size(in_.engine.reduce_dtype); }
+  bool mixed() const { return in_.engine.param_dtype != DType::f32; }
+  bool full_grads() const { return keeps_full_grads(in_.engine.strategy); }
+  bool gathers() const { return gathers_params_per_unit(in_.engine.strategy) && G_ > 1; }
+  bool direct() const { return full_grads() && in_.engine.reduce_dtype == DType::f32; }
   int64_t staging(int64_t len) const {
-    return in_.local_staging ? local_staging_bytes(len, in_.reduce_dtype) : 0;
+    return in_.local_staging ? local_staging_bytes(len, in_.engine.reduce_dtype) : 0;
   }
 
   // ---- unshard.cpp
@@ -107,10 +107,12 @@ class StepSim {
     if (u.unsharded) return;
     if (gathers()) {
       if (!u.inflight) issue_gather(u);
-      for (int j = i + 1; j <= i + in_.prefetch && j < static_cast<int>(order.size()); ++j) {
+      for (int j = i + 1; j <= i + in_.engine.prefetch && j < static_cast<int>(order.size());
+           ++j) {
         SimUnit& n = units_[order[j]];
         if (n.unsharded || n.inflight) continue;
-        if (in_.max_inflight_gathers > 0 && inflight_ >= in_.max_inflight_gathers) break;
+        if (in_.engine.max_inflight_gathers > 0 && inflight_ >= in_.engine.max_inflight_gathers)
+          break;
         issue_gather(n);
       }
       u.inflight = false;
@@ -146,7 +148,7 @@ class StepSim {
       u.fresh = false;
       if (last) issue_reduce(id);
     } else {
-      if (in_.accum_mode == AccumMode::no_sync && !last) return;
+      if (in_.engine.accum_mode == AccumMode::no_sync && !last) return;
       issue_reduce(id);
     }
     drain(1);
@@ -159,7 +161,7 @@ class StepSim {
       if (G_ > 1) q.comm = staging(u.S);                         // reduce-scatter in place
       else if (replica_ > 1) q.comm = staging(u.P / replica_ + 1);  // all-reduce chunk
     } else {
-      if (in_.reduce_dtype != DType::f32) {
+      if (in_.engine.reduce_dtype != DType::f32) {
         q.staging = u.P * r();
         alloc(kCb, q.staging);
         release(kGu, u.P * 4);
@@ -185,7 +187,7 @@ class StepSim {
       alloc(kCb, s);
       release(kCb, s);
     }
-    if (q.recv_tmp && in_.reduce_dtype != DType::f32) {
+    if (q.recv_tmp && in_.engine.reduce_dtype != DType::f32) {
       alloc(kWs, 2 * u.S * 4);
       release(kWs, 2 * u.S * 4);
     }
@@ -220,7 +222,7 @@ class StepSim {
       phase_ = "forward block " + std::to_string(l);
       unshard_at(fwd, 1 + l);
       alloc(kAct, block_acts);
-      if (in_.act_ckpt) {
+      if (in_.engine.act_ckpt) {
         release(kAct, block_acts);
       }
       reshard(units_[block_unit(l)]);
@@ -243,7 +245,7 @@ class StepSim {
       phase_ = "backward block " + std::to_string(l);
       SimUnit& u = units_[block_unit(l)];
       unshard_at(bwd, L - l);
-      if (in_.act_ckpt) {
+      if (in_.engine.act_ckpt) {
         alloc(kAct, block_acts);
           alloc(kWs, btc * 4);
         release(kWs, btc * 4);
@@ -275,7 +277,7 @@ class StepSim {
     phase_ = "clip";
     drain(0);
     for (const SimUnit& u : units_)
-      if (in_.reduce_dtype != DType::f32) {
+      if (in_.engine.reduce_dtype != DType::f32) {
         alloc(kWs, u.S * 4);
         release(kWs, u.S * 4);
       }
@@ -284,7 +286,7 @@ class StepSim {
     phase_ = "optimizer";
     drain(0);
     for (SimUnit& u : units_) {
-      if (in_.reduce_dtype != DType::f32) {
+      if (in_.engine.reduce_dtype != DType::f32) {
         alloc(kWs, u.S * 4);
         release(kWs, u.S * 4);
       }
