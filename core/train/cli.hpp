@@ -32,6 +32,13 @@ CliCommand add_inspect_command(CLI::App& app);  // cli_checkpoint.cpp
 // "tiny|small|medium|gpt2", for help texts.
 std::string preset_list();
 
+// A subcommand whose one argument is a directory (`shardlab summary RUN_DIR`, `shardlab inspect
+// CKPT_DIR`): declares it with its help and runs run(dir) when chosen (cli_summary.cpp).
+CliCommand add_directory_command(CLI::App& app, const std::string& name,
+                                 const std::string& description, const std::string& dir_name,
+                                 const std::string& dir_help,
+                                 std::function<int(const std::string&)> run);
+
 // ---- the options `train` and `plan` share (cli_engine_options.cpp) ----------------------------
 // --hybrid-group, --prefetch, --param-dtype, --reduce-dtype, --accum, --act-ckpt and --mem-limit,
 // bound to the one EngineConfig both commands fill: one registration and one parse, so `plan`
