@@ -126,14 +126,7 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
   set_bytes(state, "formula",
             formula_persistent_bytes(strategy, static_cast<double>(rep.params), ranks,
                                      run.engine.hybrid_group));
-  PlanInput in;
-  in.strategy = strategy;
-  in.world = ranks;
-  in.hybrid_group = run.engine.hybrid_group;
-  in.model = run.model;
-  in.batch = run.batch;
-  in.seq_len = run.seq_len;
-  in.prefetch = run.engine.prefetch;
+  PlanInput in = plan_input(run.engine, ranks, run.model, run.batch, run.seq_len);
   in.local_staging = run.backend == "local";
   set_bytes(state, "planned_peak", static_cast<double>(plan_memory(in).peak_total()));
   set_bytes(state, "comm_bytes", static_cast<double>(rep.comm_bytes_per_step));

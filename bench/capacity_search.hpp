@@ -60,14 +60,20 @@ struct DepthTrial {
   int64_t peak = 0;  // largest per-rank peak (up to the failure when it failed)
 };
 
-// Builds the engine at `layers` on q.ranks local ranks under q.limit bytes each and runs q.steps
-// steps. Throws (RankFailure) for failures other than OutOfMemory.
-inline DepthTrial try_depth(const CapacityQuery& q, int layers) {
-  const GPTConfig model = capacity_model(q, layers);
+// The engine's settings for a query: the trials and the planner take the same.
+inline EngineConfig capacity_engine(const CapacityQuery& q) {
   EngineConfig ec;
   ec.strategy = q.strategy;
   ec.hybrid_group = capacity_hybrid_group(q.ranks);
   ec.prefetch = q.prefetch;
+  return ec;
+}
+
+// Builds the engine at `layers` on q.ranks local ranks under q.limit bytes each and runs q.steps
+// steps. Throws (RankFailure) for failures other than OutOfMemory.
+inline DepthTrial try_depth(const CapacityQuery& q, int layers) {
+  const GPTConfig model = capacity_model(q, layers);
+  const EngineConfig ec = capacity_engine(q);
   LaunchOptions lo;
   lo.ranks = q.ranks;
   lo.mem_limit = q.limit;
@@ -103,15 +109,9 @@ inline DepthTrial try_depth(const CapacityQuery& q, int layers) {
 inline int planned_capacity_layers(const CapacityQuery& q) {
   int best = 0;
   for (int L = 1; L <= kMaxCapacityLayers; ++L) {
-    PlanInput in;
-    in.strategy = q.strategy;
-    in.world = q.ranks;
-    in.hybrid_group = capacity_hybrid_group(q.ranks);
-    in.model = capacity_model(q, L);
-    in.batch = q.batch;
-    in.seq_len = q.seq_len;
+    PlanInput in =
+        plan_input(capacity_engine(q), q.ranks, capacity_model(q, L), q.batch, q.seq_len);
     in.capacity = q.limit;
-    in.prefetch = q.prefetch;
     if (!plan_memory(in).fits()) break;
     best = L;
   }

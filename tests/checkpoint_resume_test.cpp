@@ -47,10 +47,10 @@ TrainConfig resume_config() {
   c.warmup = 4;  // then cosine: the learning rate depends on the step, which resume restores
   c.synthetic.vocab = 32;
   c.synthetic.tokens = 3000;
-  c.optim.lr = 3e-3f;
-  c.optim.weight_decay = 0.1f;
+  c.engine.optim.lr = 3e-3f;
+  c.engine.optim.weight_decay = 0.1f;
   c.ranks = 4;
-  c.strategy = Strategy::full_shard;
+  c.engine.strategy = Strategy::full_shard;
   return c;
 }
 
@@ -65,7 +65,7 @@ struct RankEnd {
   int steps_done = 0;
 };
 
-// A piece of a run on `cfg.ranks` local ranks with `cfg.strategy`, the way the trainer runs it
+// A piece of a run on `cfg.ranks` local ranks with `cfg.engine.strategy`, the way the trainer runs it
 // (DataLoader, EngineStepper, cfg.lr_at): `before` on each rank once the engine exists (load a
 // checkpoint, check what was loaded), steps [from, to), then `after` (save).
 using RankHook = std::function<int64_t(RankContext&, EngineStepper&, DataLoader&)>;
@@ -76,8 +76,8 @@ std::vector<RankEnd> run_piece(const TrainConfig& cfg, int64_t to, const RankHoo
   LaunchOptions lo;
   lo.ranks = cfg.ranks;
   launch(lo, [&](RankContext& ctx) {
-    DataLoader loader(corpus, {cfg.batch, cfg.seq, ctx.rank, ctx.world, cfg.seed});
-    EngineStepper stepper(ctx, cfg.model_config(), engine_config(cfg), cfg.accum);
+    DataLoader loader(corpus, {cfg.batch, cfg.seq, ctx.rank, ctx.world, cfg.engine.seed});
+    EngineStepper stepper(ctx, cfg.model_config(), cfg.engine, cfg.accum);
     const int64_t from = before ? before(ctx, stepper, loader) : 0;
     RankEnd& end = ends[static_cast<size_t>(ctx.rank)];
     for (int64_t s = from; s < to; ++s) {
@@ -181,7 +181,7 @@ TEST(CheckpointResume, AnotherWorldSizeAndStrategyLoadsTheSameStateAndFollows) {
     SCOPED_TRACE(strategy_name(strategy));
     TrainConfig two = cfg;
     two.ranks = 2;
-    two.strategy = strategy;
+    two.engine.strategy = strategy;
     // Right after loading: every rank's range holds exactly the saved elements (zeros in the
     // padding), for params and both moments.
     int checked = 0;

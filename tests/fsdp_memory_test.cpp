@@ -3,11 +3,16 @@
 // peak, and a per-rank capacity that no_shard exceeds while full_shard trains.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <sstream>
+#include <string>
 
+#include "core/comm/reduce.hpp"
+#include "core/fsdp/flat_param.hpp"
 #include "core/fsdp/memory_plan.hpp"
+#include "core/model/params.hpp"
 #include "core/train/trainer.hpp"
 #include "tests/fsdp_test_util.hpp"
 
@@ -18,25 +23,23 @@ namespace {
 
 int64_t cat(const MemArray& a, MemCategory c) { return a[static_cast<int>(c)]; }
 
-PlanInput plan_for(const GPTConfig& model, const EngineConfig& ec, int ranks, int B, int T,
-                   int K) {
-  PlanInput in;
-  in.strategy = ec.strategy;
-  in.world = ranks;
-  in.hybrid_group = ec.hybrid_group;
-  in.param_dtype = ec.param_dtype;
-  in.reduce_dtype = ec.reduce_dtype;
-  in.model = model;
-  in.batch = B;
-  in.seq_len = T;
-  in.accum = K;
-  in.prefetch = ec.prefetch;
-  in.max_inflight_gathers = ec.max_inflight_gathers;
-  in.act_ckpt = ec.act_ckpt;
-  in.accum_mode = ec.accum_mode;
-  in.clip = ec.clip > 0;
-  in.optim_bytes = optimizer_bytes_per_param(ec.optim);
-  return in;
+// How far below the plan a measured peak may lie: the local backend's reduction staging of one
+// unit's gradient (core/comm/reduce.hpp), which the communicator's worker thread takes while it
+// reduces. The planner holds it from issue to wait; the worker may have freed it before the
+// compute thread reaches the peak. Everything else the plan replays allocation by allocation,
+// so a measured peak lies in [planned - slack, planned].
+int64_t staging_slack(const MemoryPlan& plan) {
+  int64_t largest = 0;
+  for (int64_t n : plan.input.unit_numels) largest = std::max(largest, round_up(n, plan.group));
+  // Sharded strategies reduce-scatter a shard; no_shard all-reduces chunks of P / N + 1.
+  const int64_t len = plan.group > 1 ? largest / plan.group : largest / plan.input.world + 1;
+  return reduce_staging_bytes(len, plan.input.engine.reduce_dtype);
+}
+
+// The plan's peak against a measured one: equal, or below by at most the staging slack.
+void expect_measured_peak(const MemoryPlan& plan, int64_t measured, const std::string& what) {
+  EXPECT_LE(measured, plan.peak_total()) << what;
+  EXPECT_GE(measured, plan.peak_total() - staging_slack(plan)) << what;
 }
 
 }  // namespace
@@ -58,7 +61,7 @@ TEST(FsdpMemory, PersistentBytesMatchTheFormulasForEveryStrategyAndN1To8) {
         measured[ctx.rank] = eng.persistent_bytes();
         tracked[ctx.rank] = ctx.tracker->current_all();
       });
-      MemoryPlan plan = plan_memory(plan_for(model, ec, n, 1, 16, 1));
+      MemoryPlan plan = plan_memory(plan_input(ec, n, model, 1, 16, 1));
       const int g = plan.group;
       for (int r = 0; r < n; ++r) {
         // The engine allocated exactly the planned persistent state, and nothing else remained.
@@ -97,7 +100,7 @@ TEST(FsdpMemory, SgdKeepsLessOptimizerState) {
       Engine eng(*ctx.device, *ctx.comm, ctx.recorder, model, ec);
       measured[ctx.rank] = eng.persistent_bytes();
     });
-    MemoryPlan plan = plan_memory(plan_for(model, ec, 2, 1, 16, 1));
+    MemoryPlan plan = plan_memory(plan_input(ec, 2, model, 1, 16, 1));
     EXPECT_EQ(measured[0], plan.persistent);
     EXPECT_EQ(cat(measured[0], MemCategory::optimizer_state),
               (momentum != 0 ? 4 : 0) * model.num_params() / 2);
@@ -118,7 +121,7 @@ TEST(FsdpMemory, MixedPrecisionPersistentBytes) {
       Engine eng(*ctx.device, *ctx.comm, ctx.recorder, model, ec);
       measured[ctx.rank] = eng.persistent_bytes();
     });
-    MemoryPlan plan = plan_memory(plan_for(model, ec, 4, 1, 16, 1));
+    MemoryPlan plan = plan_memory(plan_input(ec, 4, model, 1, 16, 1));
     EXPECT_EQ(measured[0], plan.persistent);
     const double psi = static_cast<double>(model.num_params());  // divisible by 4: no padding
     EXPECT_EQ(plan.padding_bytes, 0);
@@ -127,7 +130,7 @@ TEST(FsdpMemory, MixedPrecisionPersistentBytes) {
   }
 }
 
-TEST(FsdpMemory, PlannerPredictsMeasuredPeakWithin5Percent) {
+TEST(FsdpMemory, PlannedPeakIsTheMeasuredPeakUpToOneReductionStaging) {
   GPTConfig model = tiny_model();
   model.n_layer = 4;
   struct Case {
@@ -150,6 +153,11 @@ TEST(FsdpMemory, PlannerPredictsMeasuredPeakWithin5Percent) {
       {Strategy::hybrid_shard, 4, 4, 1, 1, 2, false, DType::f32},
       // Depth 2 capped at 2 all-gathers in flight: one unit ahead, as prefetch 1.
       {Strategy::full_shard, 4, 4, 1, 2, 0, false, DType::f32, 2},
+      // Prefetch 2 with activation checkpointing, micro-batches, bf16 and hybrid groups.
+      {Strategy::full_shard, 2, 8, 1, 2, 0, true, DType::f32},
+      {Strategy::full_shard, 4, 2, 3, 2, 0, false, DType::f32},
+      {Strategy::full_shard, 2, 4, 1, 2, 0, false, DType::bf16},
+      {Strategy::hybrid_shard, 4, 4, 1, 2, 2, false, DType::f32},
   };
   std::vector<int64_t> peaks;
   for (const Case& c : cases) {
@@ -160,22 +168,33 @@ TEST(FsdpMemory, PlannerPredictsMeasuredPeakWithin5Percent) {
     ec.param_dtype = ec.reduce_dtype = c.pd;
     ec.max_inflight_gathers = c.max_inflight;
     RunResult r = run_engine(model, ec, c.ranks, 2, c.B, 16, c.K);
-    MemoryPlan plan = plan_memory(plan_for(model, ec, c.ranks, c.B, 16, c.K));
+    MemoryPlan plan = plan_memory(plan_input(ec, c.ranks, model, c.B, 16, c.K));
+    const std::string what = detail::concat(strategy_name(c.s), " N=", c.ranks, " B=", c.B,
+                                            " K=", c.K, " prefetch=", c.prefetch, " ckpt=",
+                                            c.ckpt, " ", dtype_name(c.pd), " max_inflight=",
+                                            c.max_inflight);
+    // A plan missing a prefetch depth is a gathered block too low: above no measured peak. In
+    // fp32 a block is also larger than the slack, so a plan a depth too high fails as well.
+    const int64_t block =
+        round_up(unit_layout(model, block_unit(0)).numel, plan.group) * dtype_size(c.pd);
+    if (c.pd == DType::f32) {
+      EXPECT_LT(staging_slack(plan), block) << what;
+    }
     for (int rank = 0; rank < c.ranks; ++rank) {
       const double measured = static_cast<double>(r.peak_total[rank]);
       const double planned = static_cast<double>(plan.peak_total());
-      std::printf("%-13s N=%d B=%d K=%d prefetch=%d ckpt=%d %s rank %d: planned %.1f KiB, "
-                  "measured %.1f KiB (%+.2f%%) at %s\n",
-                  strategy_name(c.s), c.ranks, c.B, c.K, c.prefetch, c.ckpt, dtype_name(c.pd),
-                  rank, planned / 1024, measured / 1024, 100 * (planned - measured) / measured,
+      std::printf("%s rank %d: planned %.1f KiB, measured %.1f KiB (%+.2f%%, slack %.1f KiB) "
+                  "at %s\n",
+                  what.c_str(), rank, planned / 1024, measured / 1024,
+                  100 * (planned - measured) / measured, staging_slack(plan) / 1024.0,
                   plan.peak_where.c_str());
-      EXPECT_NEAR(planned, measured, 0.05 * measured) << strategy_name(c.s);
+      expect_measured_peak(plan, r.peak_total[rank], what + " rank " + std::to_string(rank));
     }
     peaks.push_back(plan.peak_total());
   }
   // The cap bounds memory: prefetch 2 capped at 2 in flight plans as prefetch 1 (case 4), and
-  // uncapped prefetch 2 (case 6) holds one more gathered block.
-  EXPECT_EQ(peaks.back(), peaks[3]);
+  // uncapped prefetch 2 (case 6) holds one more gathered block (fp32 here).
+  EXPECT_EQ(peaks[10], peaks[3]);
   EXPECT_GT(peaks[5], peaks[3]);
 }
 
@@ -186,8 +205,8 @@ TEST(FsdpMemory, CapacityThatNoShardExceedsFullShardTrainsIn) {
   model.n_embd = 64;
   EngineConfig dp = test_config(Strategy::no_shard), fsdp = test_config(Strategy::full_shard);
   fsdp.optim.lr = 2e-3f;  // deeper and wider than tiny_model: a gentler rate
-  const int64_t dp_peak = plan_memory(plan_for(model, dp, 4, 1, 16, 1)).peak_total();
-  const int64_t fsdp_peak = plan_memory(plan_for(model, fsdp, 4, 1, 16, 1)).peak_total();
+  const int64_t dp_peak = plan_memory(plan_input(dp, 4, model, 1, 16, 1)).peak_total();
+  const int64_t fsdp_peak = plan_memory(plan_input(fsdp, 4, model, 1, 16, 1)).peak_total();
   ASSERT_LT(fsdp_peak * 3, dp_peak * 2);
   const int64_t capacity = (dp_peak + fsdp_peak) / 2;
   try {
@@ -216,21 +235,14 @@ TEST(FsdpMemory, PlanMatchesTheTrainersPeak) {
     c.seq = 32;
     c.accum = 2;
     c.ranks = 4;
-    c.strategy = s;
+    c.engine.strategy = s;
     std::ostringstream out;
     TrainResult r = run_training(c, out);
-    PlanInput in;
-    in.strategy = s;
-    in.world = 4;
-    in.model = c.model_config();
-    in.batch = 2;  // 16 rows / (4 ranks x 2 micro-batches)
-    in.seq_len = 32;
-    in.accum = 2;
+    // 16 rows / (4 ranks x 2 micro-batches) = 2 rows per micro-batch
+    PlanInput in = plan_input(c.engine, 4, c.model_config(), 2, 32, 2);
     in.token_buffers = true;
     const MemoryPlan plan = plan_memory(in);
-    EXPECT_NEAR(static_cast<double>(plan.peak_total()), static_cast<double>(r.peak_bytes),
-                0.05 * r.peak_bytes)
-        << strategy_name(s);
+    expect_measured_peak(plan, r.peak_bytes, strategy_name(s));
     std::printf("shardlab train %s: peak %lld bytes, planned %lld\n", strategy_name(s),
                 static_cast<long long>(r.peak_bytes), static_cast<long long>(plan.peak_total()));
   }

@@ -24,21 +24,21 @@ TEST(FsdpPlan, ZeroPaperExample7_5BOn64Ranks) {
   // figure: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB (GB = 1e9 bytes).
   PlanInput in;
   in.world = 64;
-  in.param_dtype = DType::f16;
-  in.reduce_dtype = DType::f16;
+  in.engine.param_dtype = DType::f16;
+  in.engine.reduce_dtype = DType::f16;
   in.unit_numels = {7'500'000'000};
   const double expect_gb[] = {120.0, 31.4, 16.6, 1.9};
   const Strategy s4[] = {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op,
                          Strategy::full_shard};
   for (int i = 0; i < 4; ++i) {
-    in.strategy = s4[i];
+    in.engine.strategy = s4[i];
     MemoryPlan p = plan_memory(in);
     const double gb = static_cast<double>(p.persistent_total()) / 1e9;
     EXPECT_NEAR(gb, expect_gb[i], 0.05) << strategy_name(s4[i]);
     EXPECT_EQ(p.padding_bytes, 0);  // 7.5e9 is a multiple of 64
   }
   // Exact bytes: 16 Psi, 4 Psi + 12 Psi/64, 2 Psi + 14 Psi/64, 16 Psi/64.
-  in.strategy = Strategy::shard_grad_op;
+  in.engine.strategy = Strategy::shard_grad_op;
   MemoryPlan p2 = plan_memory(in);
   EXPECT_EQ(cat(p2.persistent, MemCategory::params), 15'000'000'000);
   EXPECT_EQ(cat(p2.persistent, MemCategory::grads), 234'375'000);
@@ -57,9 +57,9 @@ TEST(FsdpPlan, PersistentBytesMatchTheFormulaTableForN1To8) {
         if (s != Strategy::hybrid_shard && g != n) continue;
         if (n % g) continue;
         PlanInput in;
-        in.strategy = s;
+        in.engine.strategy = s;
         in.world = n;
-        in.hybrid_group = g;
+        in.engine.hybrid_group = g;
         in.unit_numels = units;
         MemoryPlan p = plan_memory(in);
         const int group = s == Strategy::no_shard ? 1 : (s == Strategy::hybrid_shard ? g : n);
@@ -99,20 +99,20 @@ TEST(FsdpPlan, MixedPrecisionMovesOnlyTheShardedTerms) {
   in.unit_numels = {1 << 20};
   const double psi = 1 << 20;
   for (DType pd : {DType::f32, DType::bf16}) {
-    in.param_dtype = in.reduce_dtype = pd;
-    in.strategy = Strategy::no_shard;
+    in.engine.param_dtype = in.engine.reduce_dtype = pd;
+    in.engine.strategy = Strategy::no_shard;
     EXPECT_EQ(plan_memory(in).persistent_total(), 16 * (1 << 20));
-    in.strategy = Strategy::full_shard;
+    in.engine.strategy = Strategy::full_shard;
     EXPECT_EQ(plan_memory(in).persistent_total(), 4 * (1 << 20));
   }
-  in.param_dtype = in.reduce_dtype = DType::bf16;
-  in.strategy = Strategy::shard_optim;
+  in.engine.param_dtype = in.engine.reduce_dtype = DType::bf16;
+  in.engine.strategy = Strategy::shard_optim;
   EXPECT_EQ(plan_memory(in).persistent_total(), static_cast<int64_t>(4 * psi + 12 * psi / 4));
-  in.param_dtype = in.reduce_dtype = DType::f32;
+  in.engine.param_dtype = in.engine.reduce_dtype = DType::f32;
   EXPECT_EQ(plan_memory(in).persistent_total(), static_cast<int64_t>(8 * psi + 8 * psi / 4));
   // fp32 params with bf16 reduction: no master copy, 2-byte grads.
-  in.reduce_dtype = DType::bf16;
-  in.strategy = Strategy::no_shard;
+  in.engine.reduce_dtype = DType::bf16;
+  in.engine.strategy = Strategy::no_shard;
   EXPECT_EQ(plan_memory(in).persistent_total(), 14 * (1 << 20));
 }
 
@@ -121,9 +121,9 @@ TEST(FsdpPlan, CapacityDecidesFit) {
   in.world = 8;
   in.unit_numels = std::vector<int64_t>(10, 100'000);  // a root and 9 blocks of 100k
   in.capacity = 8'000'000;  // 16 MB for DDP does not fit; FSDP's 2 MB + 3 gathered units do
-  in.strategy = Strategy::no_shard;
+  in.engine.strategy = Strategy::no_shard;
   EXPECT_FALSE(plan_memory(in).fits());
-  in.strategy = Strategy::full_shard;
+  in.engine.strategy = Strategy::full_shard;
   EXPECT_TRUE(plan_memory(in).fits());
   in.unit_numels = {};
   EXPECT_THROW(plan_memory(in), InvalidArgument);
@@ -133,7 +133,7 @@ TEST(FsdpPlan, PlanCommandPrintsTheZeroExampleAndModelPlans) {
   PlanCommandOptions o;
   o.params = 7'500'000'000;
   o.ranks = 64;
-  o.param_dtype = o.reduce_dtype = DType::f16;
+  o.engine.param_dtype = o.engine.reduce_dtype = DType::f16;
   o.decimal = true;
   o.strategies = {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op,
                   Strategy::full_shard};

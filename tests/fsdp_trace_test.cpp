@@ -48,7 +48,7 @@ std::vector<std::string> unit_sequence(const std::vector<nlohmann::json>& ev) {
 
 }  // namespace
 
-TEST(FsdpTrace, UnitLifecycleWithAndWithoutPrefetch) {
+TEST(FsdpTrace, UnitLifecycleWithPrefetch0To2) {
   EngineConfig ec = test_config(Strategy::full_shard);
   ec.prefetch = 0;
   const std::vector<std::string> off = unit_sequence(events_of_one_step(ec));
@@ -65,6 +65,16 @@ TEST(FsdpTrace, UnitLifecycleWithAndWithoutPrefetch) {
       "g0", "g1", "u0", "g2", "u1", "r1", "u2", "r2", "r0",
       "g0", "g2", "u0", "g1", "u2", "r2", "u1", "r1", "r0"};
   EXPECT_EQ(on, expect_on);
+  ec.prefetch = 2;
+  // With prefetch 2 the first unit of each pass issues the all-gathers of the next two: here all
+  // three units are gathered before the first is used.
+  const std::vector<std::string> expect_two = {
+      "g0", "g1", "g2", "u0", "u1", "r1", "u2", "r2", "r0",
+      "g0", "g2", "g1", "u0", "u2", "r2", "u1", "r1", "r0"};
+  EXPECT_EQ(unit_sequence(events_of_one_step(ec)), expect_two);
+  // At most 2 all-gathers in flight, the one about to be used included: prefetch 1 again.
+  ec.max_inflight_gathers = 2;
+  EXPECT_EQ(unit_sequence(events_of_one_step(ec)), expect_on);
 }
 
 TEST(FsdpTrace, CollectivesCarryUnitAndDtype) {

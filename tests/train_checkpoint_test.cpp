@@ -43,7 +43,7 @@ TrainConfig ckpt_config(const std::string& ckpt_dir) {
   c.warmup = 3;
   c.synthetic.vocab = 32;
   c.synthetic.tokens = 3000;
-  c.optim.lr = 1e-2f;
+  c.engine.optim.lr = 1e-2f;
   c.ranks = 2;
   c.save_every = 6;
   c.ckpt_dir = ckpt_dir;
@@ -77,7 +77,7 @@ TEST(TrainCheckpoint, ResumeFromLatestContinuesTheSameRun) {
   EXPECT_EQ(ix.meta.optimizer_step, 12);
   EXPECT_EQ(ix.meta.world_size, 2);
   EXPECT_EQ(ix.meta.loader.at("position"), 12);
-  EXPECT_EQ(ix.meta.extra.at("train").at("lr"), a.optim.lr);
+  EXPECT_EQ(ix.meta.extra.at("train").at("lr"), a.engine.optim.lr);
 
   // As if the run died after step 6's checkpoint: `latest` names step-6 again.
   write_file_atomic(join_path(dir, "latest"), "step-6\n");
@@ -125,7 +125,7 @@ TEST(TrainCheckpoint, ResumeRefusesWhatDoesNotFitBeforeStarting) {
             std::string::npos)
       << error_of([&] { check_resume(dir, other, n); });
   other = b;
-  other.seed = 7;
+  other.engine.seed = 7;
   EXPECT_NE(error_of([&] { check_resume(dir, other, n); }).find("(--seed)"), std::string::npos);
   EXPECT_NE(error_of([&] { check_resume(dir, b, n + 1); }).find("(--data)"), std::string::npos);
   other = b;
@@ -182,13 +182,13 @@ TEST(TrainCheckpoint, InitFromAnExportLoadsExactlyItsParameters) {
   TrainConfig b = ckpt_config("");
   b.save_every = 0;
   b.ranks = 4;
-  b.strategy = Strategy::shard_grad_op;
+  b.engine.strategy = Strategy::shard_grad_op;
   const SafetensorsFile st(file);
   int tensors = 0;
   LaunchOptions lo;
   lo.ranks = 4;
   launch(lo, [&](RankContext& ctx) {
-    EngineStepper stepper(ctx, b.model_config(), engine_config(b), 1);
+    EngineStepper stepper(ctx, b.model_config(), b.engine, 1);
     Engine& e = stepper.engine();
     init_engine_from_safetensors(e, file);
     EXPECT_EQ(e.steps_done(), 0);

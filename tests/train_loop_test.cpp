@@ -1,5 +1,6 @@
 // core/train trainer: the learning-rate schedule, config checks, the step line format, the
-// single-rank stepper against a hand-written GPT + AdamW loop, and short end-to-end runs.
+// trainer's stepper on one rank against a hand-written GPT + AdamW loop, and short end-to-end
+// runs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,10 +10,12 @@
 #include <vector>
 
 #include "core/base/error.hpp"
+#include "core/comm/launcher.hpp"
 #include "core/model/gpt.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/train/corpus.hpp"
 #include "core/train/data_loader.hpp"
+#include "core/train/engine_stepper.hpp"
 #include "core/train/trainer.hpp"
 
 using namespace shardlab;
@@ -38,7 +41,7 @@ TrainConfig tiny_config(int64_t steps) {
   c.warmup = 0;
   c.synthetic.vocab = 32;
   c.synthetic.tokens = 50000;
-  c.optim.lr = 1e-2f;
+  c.engine.optim.lr = 1e-2f;
   return c;
 }
 
@@ -48,7 +51,7 @@ TEST(TrainSchedule, WarmupThenCosineToTheFloor) {
   TrainConfig c;
   c.steps = 110;
   c.warmup = 10;
-  c.optim.lr = 1.0f;
+  c.engine.optim.lr = 1.0f;
   c.min_lr_ratio = 0.1f;
   EXPECT_FLOAT_EQ(c.lr_at(0), 0.1f);   // (0 + 1) / 10
   EXPECT_FLOAT_EQ(c.lr_at(4), 0.5f);
@@ -183,13 +186,11 @@ TEST(TrainConfig, StepLineIsFixedWidth) {
     }
 }
 
-TEST(TrainStepper, MatchesAHandWrittenGptAndAdamWLoop) {
-  // The stepper is GPT forward/backward plus one AdamW per unit; written out by hand here on a
-  // separate device, the losses and parameters must agree exactly.
+TEST(TrainStepper, OneRankMatchesAHandWrittenGptAndAdamWLoop) {
+  // The trainer's stepper on one rank is GPT forward/backward plus one AdamW per unit; written
+  // out by hand here on a separate device, the losses and parameters must agree exactly, for
+  // every strategy (with one rank none of them shards anything).
   GPTConfig m = GPTConfig::preset("tiny");
-  OptimizerConfig o;
-  o.lr = 3e-3f;
-  o.weight_decay = 0.1f;
   SyntheticSpec spec;
   spec.vocab = 64;
   spec.tokens = 10000;
@@ -198,26 +199,47 @@ TEST(TrainStepper, MatchesAHandWrittenGptAndAdamWLoop) {
   std::vector<Batch> batches;
   for (int i = 0; i < 3; ++i) batches.push_back(loader.next());
 
-  MemoryTracker t1, t2;
-  auto d1 = make_cpu_device(t1), d2 = make_cpu_device(t2);
-  auto stepper = make_single_rank_stepper(*d1, m, o, 11);
-  EXPECT_EQ(stepper->num_params(), m.num_params());
-
-  GPT ref(*d2, m, 11);
+  EngineConfig e;
+  e.optim.lr = 3e-3f;
+  e.optim.weight_decay = 0.1f;
+  e.seed = 11;
+  const OptimizerConfig& o = e.optim;
+  MemoryTracker t2;
+  auto d2 = make_cpu_device(t2);
+  GPT ref(*d2, m, e.seed);
   std::vector<std::unique_ptr<Optimizer>> opts;
   for (int u = 0; u < ref.num_units(); ++u)
     opts.push_back(make_optimizer(*d2, o, ref.layout(u).numel));
+  std::vector<float> want;
   for (const Batch& b : batches) {
-    float got = stepper->step(b.inputs.data(), b.targets.data(), 4, 16, o.lr);
     ref.zero_grad();
-    float want = ref.forward(b.inputs.data(), b.targets.data(), 4, 16);
+    want.push_back(ref.forward(b.inputs.data(), b.targets.data(), 4, 16));
     ref.backward();
     for (int u = 0; u < ref.num_units(); ++u)
       opts[u]->step(ref.unit_params(u), ref.unit_grads(u), ref.layout(u).numel);
-    EXPECT_EQ(got, want);
   }
-  // The stepper's optimizer state is tracked: 8 bytes per parameter for AdamW.
-  EXPECT_EQ(t1.current(MemCategory::optimizer_state), 8 * m.num_params());
+  std::vector<std::vector<float>> want_params;
+  for (int u = 0; u < ref.num_units(); ++u) {
+    std::vector<float> p(ref.layout(u).numel);
+    d2->copy_to_host(p.data(), ref.unit_params(u), p.size() * 4);
+    want_params.push_back(std::move(p));
+  }
+
+  for (Strategy s : {Strategy::no_shard, Strategy::full_shard}) {
+    e.strategy = s;
+    launch({}, [&](RankContext& ctx) {
+      EngineStepper stepper(ctx, m, e, 1);
+      EXPECT_EQ(stepper.num_params(), m.num_params());
+      for (size_t i = 0; i < batches.size(); ++i)
+        EXPECT_EQ(stepper.step(batches[i].inputs.data(), batches[i].targets.data(), 4, 16, o.lr),
+                  want[i])
+            << strategy_name(s) << " step " << i;
+      for (int u = 0; u < stepper.engine().num_units(); ++u)
+        EXPECT_EQ(stepper.engine().gather_unit_params(u), want_params[u]) << strategy_name(s);
+      // The optimizer state is tracked: 8 bytes per parameter for AdamW.
+      EXPECT_EQ(ctx.tracker->current(MemCategory::optimizer_state), 8 * m.num_params());
+    });
+  }
 }
 
 TEST(TrainLoop, ShortRunLearnsAndIsDeterministic) {
@@ -236,7 +258,7 @@ TEST(TrainLoop, ShortRunLearnsAndIsDeterministic) {
   EXPECT_EQ(r1.tokens, 80 * 4 * 32);
   EXPECT_NE(out1.str().find("entropy rate"), std::string::npos);
   // A different seed changes the initial weights and the batch order.
-  c.seed = 2;
+  c.engine.seed = 2;
   c.steps = 3;
   TrainResult r3 = run_training(c, out2);
   EXPECT_NE(r3.losses[2], r1.losses[2]);

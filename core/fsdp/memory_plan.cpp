@@ -16,6 +16,18 @@ int64_t PlanInput::psi() const {
   return std::accumulate(unit_numels.begin(), unit_numels.end(), int64_t{0});
 }
 
+PlanInput plan_input(const EngineConfig& engine, int world, const GPTConfig& model, int batch,
+                     int seq_len, int accum) {
+  PlanInput in;
+  in.engine = engine;
+  in.world = world;
+  in.model = model;
+  in.batch = batch;
+  in.seq_len = seq_len;
+  in.accum = accum;
+  return in;
+}
+
 int64_t MemoryPlan::persistent_total() const {
   return std::accumulate(persistent.begin(), persistent.end(), int64_t{0});
 }
@@ -74,11 +86,13 @@ MemoryPlan plan_memory(const PlanInput& in) {
       plan.input.unit_numels.push_back(unit_layout(*in.model, u).numel);
   }
   SL_CHECK(!plan.input.unit_numels.empty(), "plan: no units (give Psi or a model)");
-  plan.group = shard_group_size(in.strategy, in.world,
-                                in.hybrid_group > 0 ? in.hybrid_group : in.world);
-  const StateBytes b = state_bytes(in.param_dtype, in.reduce_dtype, in.optim_bytes);
-  const bool full_p = keeps_full_params(in.strategy), full_g = keeps_full_grads(in.strategy),
-             full_o = keeps_full_optim(in.strategy);
+  const EngineConfig& e = in.engine;
+  plan.group =
+      shard_group_size(e.strategy, in.world, e.hybrid_group > 0 ? e.hybrid_group : in.world);
+  const StateBytes b =
+      state_bytes(e.param_dtype, e.reduce_dtype, optimizer_bytes_per_param(e.optim));
+  const bool full_p = keeps_full_params(e.strategy), full_g = keeps_full_grads(e.strategy),
+             full_o = keeps_full_optim(e.strategy);
   for (int64_t n : plan.input.unit_numels) {
     SL_CHECK(n >= 0, "plan: unit size ", n, " is negative");
     const int64_t padded = round_up(n, plan.group), shard = padded / plan.group;
@@ -87,9 +101,9 @@ MemoryPlan plan_memory(const PlanInput& in) {
     at(plan.persistent, MemCategory::grads) += (full_g ? padded : shard) * b.grads;
     at(plan.persistent, MemCategory::optimizer_state) += (full_o ? padded : shard) * b.optimizer;
   }
-  const double exact = formula_persistent_bytes(in.strategy, static_cast<double>(plan.input.psi()),
-                                                in.world, plan.group, in.param_dtype,
-                                                in.reduce_dtype);
+  const double exact = formula_persistent_bytes(e.strategy, static_cast<double>(plan.input.psi()),
+                                                in.world, plan.group, e.param_dtype,
+                                                e.reduce_dtype);
   plan.padding_bytes = plan.persistent_total() - static_cast<int64_t>(exact + 0.5);
   if (in.model) plan_step_transient(plan);
   return plan;
@@ -112,7 +126,7 @@ std::string format_plan_table(const std::vector<MemoryPlan>& plans, bool decimal
     int64_t transient = p.peak_total() - p.persistent_total();
     std::snprintf(line, sizeof line,
                   "%-14s %4d %4d %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10lld  %s\n",
-                  strategy_name(p.input.strategy), p.input.world, p.group,
+                  strategy_name(p.input.engine.strategy), p.input.world, p.group,
                   v(p.persistent[static_cast<int>(MemCategory::params)]),
                   v(p.persistent[static_cast<int>(MemCategory::grads)]),
                   v(p.persistent[static_cast<int>(MemCategory::optimizer_state)]),

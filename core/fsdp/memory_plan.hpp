@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/base/dtype.hpp"
+#include "core/fsdp/engine_config.hpp"
 #include "core/fsdp/strategy.hpp"
 #include "core/memory/tracker.hpp"
 #include "core/model/config.hpp"
@@ -27,18 +28,15 @@
 
 namespace shardlab {
 
+// What the planner needs of a run: the engine's settings as the engine takes them, and beside
+// them only what the engine is not told (the world size, the model's units, the batch shape).
 struct PlanInput {
-  Strategy strategy = Strategy::full_shard;
+  EngineConfig engine;           // strategy, G, dtypes, prefetch, act_ckpt, clip, optimizer, ...
   int world = 1;                 // N
-  int hybrid_group = 0;          // G for hybrid_shard (0: N)
-  DType param_dtype = DType::f32;
-  DType reduce_dtype = DType::f32;
   // Unpadded parameter count of each unit (root first, then the blocks). One entry is fine for a
   // model given only by Psi. Filled from `model` when that is set.
   std::vector<int64_t> unit_numels;
   int64_t capacity = 0;          // per-rank device capacity in bytes, 0 = unlimited
-  // Optimizer state per parameter: 8 for AdamW (m, v), 4 for SGD with momentum, 0 for plain SGD.
-  int64_t optim_bytes = 8;
 
   // The run, for the transient part. Without a model the plan covers persistent state only (the
   // "model states" of the ZeRO paper's figure).
@@ -46,11 +44,6 @@ struct PlanInput {
   int batch = 1;                 // B: sequences per micro-batch per rank
   int seq_len = 0;               // T (0: model.max_seq_len)
   int accum = 1;                 // K micro-batches per step
-  int prefetch = 1;              // all-gathers issued ahead (EngineConfig::prefetch)
-  int max_inflight_gathers = 0;  // EngineConfig::max_inflight_gathers (0 = no limit)
-  bool act_ckpt = false;
-  AccumMode accum_mode = AccumMode::reduce_each;
-  bool clip = false;
   // The local backend's collectives take a small f32 staging buffer (comm_buffers) while they
   // reduce; other backends stage inside the library, invisible to the tracker.
   bool local_staging = true;
@@ -60,6 +53,13 @@ struct PlanInput {
 
   int64_t psi() const;
 };
+
+// The plan input of a run: `engine` on `world` ranks training `model` with K = accum micro-batches
+// of B x T (T = 0: the model's max_seq_len) per rank and step. Every caller that plans a run it
+// is about to make (the bench, the capacity search, `shardlab plan`, the tests) starts here, so
+// the plan sees every setting the engine sees.
+PlanInput plan_input(const EngineConfig& engine, int world, const GPTConfig& model, int batch,
+                     int seq_len, int accum = 1);
 
 struct MemoryPlan {
   PlanInput input;
@@ -80,8 +80,9 @@ struct MemoryPlan {
 struct StateBytes {
   int64_t params, grads, optimizer;  // optimizer = 8 (m, v) + 4 (fp32 master) when mixed
 };
+// optim_bytes: what the optimizer keeps per parameter (optimizer_bytes_per_param).
 StateBytes state_bytes(DType param_dtype, DType reduce_dtype, int64_t optim_bytes = 8);
-// What an optimizer keeps per parameter (PlanInput::optim_bytes).
+// 8 for AdamW (m, v), 4 for SGD with momentum, 0 for plain SGD.
 int64_t optimizer_bytes_per_param(const OptimizerConfig& o);
 
 // The table's closed form for persistent bytes per rank, with a real-valued Psi:

@@ -13,34 +13,29 @@ namespace shardlab {
 int plan_command(const PlanCommandOptions& o, std::ostream& out) {
   SL_CHECK(o.ranks >= 1, "plan: --ranks ", o.ranks, " must be >= 1");
   SL_CHECK(o.params >= 0, "plan: --params ", o.params, " must be >= 0");
+  o.engine.validate();
   std::vector<Strategy> strategies = o.strategies;
   if (strategies.empty())
     strategies = {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op,
                   Strategy::full_shard, Strategy::hybrid_shard};
-  const int g = o.hybrid_group > 0 ? o.hybrid_group : (o.ranks % 2 == 0 && o.ranks > 2 ? 2 : o.ranks);
+  EngineConfig engine = o.engine;
+  if (engine.hybrid_group == 0) engine.hybrid_group = o.ranks % 2 == 0 && o.ranks > 2 ? 2 : o.ranks;
 
   std::vector<MemoryPlan> plans;
   GPTConfig model;
   if (o.params == 0) model = GPTConfig::preset(o.model);
   for (Strategy s : strategies) {
+    engine.strategy = s;
     PlanInput in;
-    in.strategy = s;
-    in.world = o.ranks;
-    in.hybrid_group = g;
-    in.param_dtype = o.param_dtype;
-    in.reduce_dtype = o.reduce_dtype;
-    in.capacity = o.capacity;
     if (o.params > 0) {
+      in.engine = engine;
+      in.world = o.ranks;
       in.unit_numels = {o.params};
     } else {
-      in.model = model;
-      in.batch = o.batch;
-      in.seq_len = o.seq;
-      in.accum = o.accum;
-      in.prefetch = o.prefetch;
-      in.act_ckpt = o.act_ckpt;
+      in = plan_input(engine, o.ranks, model, o.batch, o.seq, o.accum);
       in.token_buffers = true;  // as `shardlab train` runs it
     }
+    in.capacity = o.capacity;
     plans.push_back(plan_memory(in));
   }
 
@@ -49,15 +44,17 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
     std::snprintf(line, sizeof line,
                   "model states for Psi = %lld parameters on N = %d ranks, params %s, grads %s, "
                   "Adam (fp32 m, v%s)\n",
-                  static_cast<long long>(o.params), o.ranks, dtype_name(o.param_dtype),
-                  dtype_name(o.reduce_dtype), o.param_dtype == DType::f32 ? "" : ", fp32 master");
+                  static_cast<long long>(o.params), o.ranks, dtype_name(engine.param_dtype),
+                  dtype_name(engine.reduce_dtype),
+                  engine.param_dtype == DType::f32 ? "" : ", fp32 master");
   } else {
     std::snprintf(line, sizeof line,
                   "model %s: %s; N = %d ranks, B = %d x T = %d per rank, K = %d, params %s, "
                   "grads %s, prefetch %d%s\n",
                   o.model.c_str(), model.describe().c_str(), o.ranks, o.batch,
-                  o.seq > 0 ? o.seq : model.max_seq_len, o.accum, dtype_name(o.param_dtype),
-                  dtype_name(o.reduce_dtype), o.prefetch, o.act_ckpt ? ", activation ckpt" : "");
+                  o.seq > 0 ? o.seq : model.max_seq_len, o.accum, dtype_name(engine.param_dtype),
+                  dtype_name(engine.reduce_dtype), engine.prefetch,
+                  engine.act_ckpt ? ", activation ckpt" : "");
   }
   out << line << format_plan_table(plans, o.decimal);
 
@@ -72,7 +69,7 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
         return static_cast<double>(p.transient[static_cast<int>(c)]) / unit;
       };
       std::snprintf(line, sizeof line, "%-14s %10.3f %10.3f %10.3f %10.3f %10.3f  %s\n",
-                    strategy_name(p.input.strategy), v(MemCategory::params_unsharded),
+                    strategy_name(p.input.engine.strategy), v(MemCategory::params_unsharded),
                     v(MemCategory::grads_unsharded), v(MemCategory::activations),
                     v(MemCategory::comm_buffers), v(MemCategory::workspace),
                     p.peak_where.c_str());

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/base/dtype.hpp"
+#include "core/fsdp/engine_config.hpp"
 #include "core/fsdp/strategy.hpp"
 
 namespace shardlab {
@@ -16,15 +16,13 @@ struct PlanCommandOptions {
   std::string model = "small";  // a GPTConfig preset; ignored when params > 0
   int64_t params = 0;           // Psi for a states-only plan (no model: no transient part)
   int ranks = 4;
-  int hybrid_group = 0;         // G for hybrid_shard (0: a group of 2 when N is even, else N)
-  DType param_dtype = DType::f32;
-  DType reduce_dtype = DType::f32;
+  // The engine's settings, as `shardlab train` takes them; each listed strategy replaces
+  // engine.strategy in turn. engine.hybrid_group 0: a group of 2 when N is even, else N.
+  EngineConfig engine;
   std::vector<Strategy> strategies;  // empty: all five
   int batch = 4;                // B per rank per micro-batch
   int seq = 0;                  // T (0: the model's max_seq_len)
   int accum = 1;
-  int prefetch = 1;
-  bool act_ckpt = false;
   int64_t capacity = 0;         // bytes per rank, 0 = none
   bool decimal = false;         // GB (1e9 bytes, the ZeRO paper's unit) instead of MiB
 };

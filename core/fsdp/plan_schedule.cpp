@@ -48,9 +48,9 @@ class StepSim {
     where_ = "start";
     G_ = plan.group;
     N_ = in_.world;
-    replica_ = make_mesh(in_.strategy, N_, 0, G_).replica_size;
-    spec_ = &strategy_spec(in_.strategy);
-    accum_ = grad_accum(in_.strategy, in_.reduce_dtype, in_.accum_mode);
+    replica_ = make_mesh(in_.engine.strategy, N_, 0, G_).replica_size;
+    spec_ = &strategy_spec(in_.engine.strategy);
+    accum_ = grad_accum(in_.engine.strategy, in_.engine.reduce_dtype, in_.engine.accum_mode);
     for (int64_t n : in_.unit_numels) {
       SimUnit u;
       u.P = round_up(n, G_);
@@ -65,7 +65,7 @@ class StepSim {
       alloc(kAct, 2 * static_cast<int64_t>(in_.batch) * in_.accum * T * 4);
     }
     for (int k = 0; k < in_.accum; ++k) forward_backward(k == in_.accum - 1);
-    if (in_.clip) clip();
+    if (in_.engine.clip > 0) clip();
     optimizer_step();
     MemArray tr{};
     for (int i = 0; i < kNumMemCategories; ++i) tr[i] = at_peak_[i] - plan_.persistent[i];
@@ -88,13 +88,13 @@ class StepSim {
     cur_[static_cast<int>(c)] -= b;
     total_ -= b;
   }
-  int64_t p() const { return dtype_size(in_.param_dtype); }
-  int64_t r() const { return dtype_size(in_.reduce_dtype); }
-  bool mixed() const { return in_.param_dtype != DType::f32; }
+  int64_t p() const { return dtype_size(in_.engine.param_dtype); }
+  int64_t r() const { return dtype_size(in_.engine.reduce_dtype); }
+  bool mixed() const { return in_.engine.param_dtype != DType::f32; }
   bool full_grads() const { return spec_->grads == Placement::full; }
   bool gathers() const { return spec_->reshard_after_forward && G_ > 1; }
   int64_t staging(int64_t len) const {
-    return in_.local_staging ? local_staging_bytes(len, in_.reduce_dtype) : 0;
+    return in_.local_staging ? local_staging_bytes(len, in_.engine.reduce_dtype) : 0;
   }
 
   // ---- unshard.cpp
@@ -109,8 +109,8 @@ class StepSim {
     if (gathers()) {
       if (!u.inflight) issue_gather(u);
       auto busy = [&](int id) { return units_[id].unsharded || units_[id].inflight; };
-      for (int id :
-           prefetch_units(order, i, in_.prefetch, in_.max_inflight_gathers, inflight_, busy))
+      for (int id : prefetch_units(order, i, in_.engine.prefetch, in_.engine.max_inflight_gathers,
+                                   inflight_, busy))
         issue_gather(units_[id]);
       u.inflight = false;
       --inflight_;
@@ -151,7 +151,7 @@ class StepSim {
     SimPending q;
     q.unit = id;
     if (!full_grads()) {
-      if (in_.reduce_dtype != DType::f32) {
+      if (in_.engine.reduce_dtype != DType::f32) {
         q.staging = u.P * r();
         alloc(kCb, q.staging);
         release(kGu, u.P * 4);
@@ -185,7 +185,7 @@ class StepSim {
       alloc(kCb, s);
       release(kCb, s);
     }
-    if (q.recv_tmp && in_.reduce_dtype != DType::f32) {
+    if (q.recv_tmp && in_.engine.reduce_dtype != DType::f32) {
       alloc(kWs, 2 * u.S * 4);
       release(kWs, 2 * u.S * 4);
     }
@@ -220,7 +220,7 @@ class StepSim {
       phase_ = "forward block " + std::to_string(l);
       unshard_at(fwd, 1 + l);
       alloc(kAct, block_acts);
-      if (in_.act_ckpt) {
+      if (in_.engine.act_ckpt) {
         release(kAct, block_acts);
       }
       reshard(units_[block_unit(l)]);
@@ -243,7 +243,7 @@ class StepSim {
       phase_ = "backward block " + std::to_string(l);
       SimUnit& u = units_[block_unit(l)];
       unshard_at(bwd, L - l);
-      if (in_.act_ckpt) {
+      if (in_.engine.act_ckpt) {
         alloc(kAct, block_acts);
           alloc(kWs, btc * 4);
         release(kWs, btc * 4);
@@ -275,7 +275,7 @@ class StepSim {
     phase_ = "clip";
     drain(0);
     for (const SimUnit& u : units_)
-      if (in_.reduce_dtype != DType::f32) {
+      if (in_.engine.reduce_dtype != DType::f32) {
         alloc(kWs, u.S * 4);
         release(kWs, u.S * 4);
       }
@@ -284,7 +284,7 @@ class StepSim {
     phase_ = "optimizer";
     drain(0);
     for (SimUnit& u : units_) {
-      if (in_.reduce_dtype != DType::f32) {
+      if (in_.engine.reduce_dtype != DType::f32) {
         alloc(kWs, u.S * 4);
         release(kWs, u.S * 4);
       }

@@ -4,8 +4,11 @@
 // main() prints them as one line "shardlab: error: ...".
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
+
+#include "core/fsdp/engine_config.hpp"
 
 namespace CLI {
 class App;
@@ -28,5 +31,32 @@ CliCommand add_inspect_command(CLI::App& app);  // cli_checkpoint.cpp
 
 // "tiny|small|medium|gpt2", for help texts.
 std::string preset_list();
+
+// A subcommand whose one argument is a directory (`shardlab summary RUN_DIR`, `shardlab inspect
+// CKPT_DIR`): declares it with its help and runs run(dir) when chosen (cli_summary.cpp).
+CliCommand add_directory_command(CLI::App& app, const std::string& name,
+                                 const std::string& description, const std::string& dir_name,
+                                 const std::string& dir_help,
+                                 std::function<int(const std::string&)> run);
+
+// ---- the options `train` and `plan` share (cli_engine_options.cpp) ----------------------------
+// --hybrid-group, --prefetch, --param-dtype, --reduce-dtype, --accum, --act-ckpt and --mem-limit,
+// bound to the one EngineConfig both commands fill: one registration and one parse, so `plan`
+// reads them exactly as `train` does; EngineConfig::validate checks them for both. Each command
+// words the help for its own use (`plan` plans what `train` runs).
+struct EngineOptionHelp {
+  std::string group;  // the help's section ("Options": CLI11's default)
+  std::string hybrid_group, prefetch, param_dtype, reduce_dtype, accum, act_ckpt, mem_limit;
+};
+// The string-valued options, parsed after CLI11 is done so their errors read like every other one.
+struct EngineOptionStrings {
+  std::string param_dtype = "f32";
+  std::string reduce_dtype = "f32";
+  std::string mem_limit = "0";
+};
+void add_engine_options(CLI::App* cmd, EngineConfig& engine, int& accum, EngineOptionStrings& s,
+                        const EngineOptionHelp& help);
+// The strings into `engine` and `mem_limit` (bytes); throws InvalidArgument naming the option.
+void apply_engine_options(const EngineOptionStrings& s, EngineConfig& engine, int64_t& mem_limit);
 
 }  // namespace shardlab

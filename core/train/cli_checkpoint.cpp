@@ -29,13 +29,12 @@ CliCommand add_export_command(CLI::App& app) {
 }
 
 CliCommand add_inspect_command(CLI::App& app) {
-  auto dir = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand(
-      "inspect", "describe a checkpoint (step, config, files, which ranks hold which ranges) and "
-                 "verify every checksum");
-  cmd->add_option("ckpt_dir", *dir, "a checkpoint: step-<k>/ or a root with `latest`")
-      ->required();
-  return {cmd, [dir] { return inspect_command(*dir, std::cout, std::cerr); }};
+  return add_directory_command(
+      app, "inspect",
+      "describe a checkpoint (step, config, files, which ranks hold which ranges) and verify "
+      "every checksum",
+      "ckpt_dir", "a checkpoint: step-<k>/ or a root with `latest`",
+      [](const std::string& dir) { return inspect_command(dir, std::cout, std::cerr); });
 }
 
 }  // namespace shardlab

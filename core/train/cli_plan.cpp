@@ -15,11 +15,25 @@
 
 namespace shardlab {
 
+namespace {
+
+const EngineOptionHelp kPlanEngineHelp = {"Options",
+                                          "hybrid_shard group size G (0: 2)",
+                                          "all-gathers issued ahead",
+                                          "f32 | bf16 | f16",
+                                          "f32 | bf16 | f16",
+                                          "micro-batches per step",
+                                          "activation checkpointing",
+                                          "per-rank capacity, e.g. 16GiB (exit 2 if none fits)"};
+
+}  // namespace
+
 CliCommand add_plan_command(CLI::App& app) {
   // Strings parsed after CLI11 is done, so their errors read like every other one.
   struct Options {
     PlanCommandOptions plan;
-    std::string params = "0", limit = "0", param_dtype = "f32", reduce_dtype = "f32";
+    std::string params = "0";
+    EngineOptionStrings engine;  // --param-dtype, --reduce-dtype, --mem-limit
     std::vector<std::string> strategies;
   };
   auto o = std::make_shared<Options>();
@@ -31,16 +45,10 @@ CliCommand add_plan_command(CLI::App& app) {
   cmd->add_option("--params", o->params,
                   "plan model states for this many parameters instead (e.g. 7.5e9)");
   cmd->add_option("--ranks", p.ranks, "ranks N");
-  cmd->add_option("--hybrid-group", p.hybrid_group, "hybrid_shard group size G (0: 2)");
   cmd->add_option("--strategy", o->strategies, "strategies to plan (repeatable; default all)");
-  cmd->add_option("--param-dtype", o->param_dtype, "f32 | bf16 | f16");
-  cmd->add_option("--reduce-dtype", o->reduce_dtype, "f32 | bf16 | f16");
   cmd->add_option("--batch", p.batch, "sequences per rank per micro-batch");
   cmd->add_option("--seq", p.seq, "tokens per sequence (0: the model's max)");
-  cmd->add_option("--accum", p.accum, "micro-batches per step");
-  cmd->add_option("--prefetch", p.prefetch, "all-gathers issued ahead");
-  cmd->add_flag("--act-ckpt", p.act_ckpt, "activation checkpointing");
-  cmd->add_option("--mem-limit", o->limit, "per-rank capacity, e.g. 16GiB (exit 2 if none fits)");
+  add_engine_options(cmd, p.engine, p.accum, o->engine, kPlanEngineHelp);
   cmd->add_flag("--decimal", p.decimal, "GB (1e9 bytes, as the ZeRO paper) instead of MiB");
   cmd->footer(
       "\nExample (the ZeRO paper's Figure 1: 120, 31.4, 16.6, 1.9 GB):\n"
@@ -59,9 +67,7 @@ CliCommand add_plan_command(CLI::App& app) {
               SL_THROW(InvalidArgument, "--params ", o->params, ": ", psi,
                        " parameters is more than the 2^56 (7.2e+16) the planner counts");
             p.params = static_cast<int64_t>(psi);
-            p.capacity = parse_bytes(o->limit, "--mem-limit");
-            p.param_dtype = parse_dtype(o->param_dtype);
-            p.reduce_dtype = parse_dtype(o->reduce_dtype);
+            apply_engine_options(o->engine, p.engine, p.capacity);
             for (const std::string& s : o->strategies) p.strategies.push_back(parse_strategy(s));
             return plan_command(p, std::cout);
           }};

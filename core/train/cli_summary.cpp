@@ -1,25 +1,38 @@
-// `shardlab summary RUN_DIR`: a run directory's summary as tables (core/trace/summary.hpp).
+// `shardlab summary RUN_DIR`: a run directory's summary as tables (core/trace/summary.hpp); and
+// add_directory_command, the shape it shares with `shardlab inspect CKPT_DIR`.
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "core/trace/summary.hpp"
 #include "core/train/cli.hpp"
 
 namespace shardlab {
 
-CliCommand add_summary_command(CLI::App& app) {
+CliCommand add_directory_command(CLI::App& app, const std::string& name,
+                                 const std::string& description, const std::string& dir_name,
+                                 const std::string& dir_help,
+                                 std::function<int(const std::string&)> run) {
   auto dir = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand(
-      "summary", "print a run directory's summary: step times, tokens/s, memory by category per "
-                 "rank, communication by op");
-  cmd->add_option("run_dir", *dir, "the run directory (e.g. runs/full_shard-n4-20250101-120000)")
-      ->required();
-  cmd->footer("\nA run still going (or killed) is summarized from what its files hold so far.\n"
-              "Definitions: docs/observability.md \"Summary\".\n");
-  return {cmd, [dir] { return print_summary(*dir, std::cout); }};
+  CLI::App* cmd = app.add_subcommand(name, description);
+  cmd->add_option(dir_name, *dir, dir_help)->required();
+  return {cmd, [dir, run = std::move(run)] { return run(*dir); }};
+}
+
+CliCommand add_summary_command(CLI::App& app) {
+  CliCommand c = add_directory_command(
+      app, "summary",
+      "print a run directory's summary: step times, tokens/s, memory by category per rank, "
+      "communication by op",
+      "run_dir", "the run directory (e.g. runs/full_shard-n4-20250101-120000)",
+      [](const std::string& dir) { return print_summary(dir, std::cout); });
+  c.app->footer("\nA run still going (or killed) is summarized from what its files hold so far.\n"
+                "Definitions: docs/observability.md \"Summary\".\n");
+  return c;
 }
 
 }  // namespace shardlab

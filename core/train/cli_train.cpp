@@ -27,160 +27,124 @@ struct TrainStrings {
   std::string optimizer = "adamw";
   std::string schedule = "cosine";
   std::string strategy = "full_shard";
-  std::string param_dtype = "f32";
-  std::string reduce_dtype = "f32";
   std::string accum_mode = "reduce_each";
-  std::string mem_limit = "0";
+  EngineOptionStrings engine;  // --param-dtype, --reduce-dtype, --mem-limit
   std::string slow_rank;
   std::string hang_rank;
   std::string trace = "on";
 };
 
+const EngineOptionHelp kTrainEngineHelp = {
+    "Parallelism",
+    "hybrid_shard only: ranks per shard group G (must divide the ranks; 0 = all)",
+    "units whose all-gather is issued ahead of the one computing (0 = off)",
+    "f32 | bf16 | f16: gathered parameters (fp32 master copy kept)",
+    "f32 | bf16 | f16: gradient reduction",
+    "micro-batches per step (gradient accumulation)",
+    "recompute each block's forward during its backward",
+    "per-rank memory capacity, e.g. 512MiB (0 = none): over it, out of memory"};
+
+// Each section names its help group once: the options after it join that group.
 void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {
   cmd->option_defaults()->always_capture_default();
   // A later occurrence wins, so scripts can append overrides to a base command line.
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  EngineConfig& e = c.engine;
 
-  cmd->add_option("--model", c.model, "model preset: " + preset_list() + " (sizes below)")
-      ->group("Model");
-  cmd->add_option("--n-layer", c.n_layer, "override the preset's transformer blocks (0 = keep)")
-      ->group("Model");
-  cmd->add_option("--n-head", c.n_head, "override the attention heads; must divide n_embd")
-      ->group("Model");
-  cmd->add_option("--n-embd", c.n_embd, "override the residual width C")->group("Model");
-  cmd->add_option("--vocab-size", c.vocab_size, "override the vocabulary size V")->group("Model");
-  cmd->add_option("--max-seq-len", c.max_seq_len, "override the longest sequence the model takes")
-      ->group("Model");
+  cmd->option_defaults()->group("Model");
+  cmd->add_option("--model", c.model, "model preset: " + preset_list() + " (sizes below)");
+  cmd->add_option("--n-layer", c.n_layer, "override the preset's transformer blocks (0 = keep)");
+  cmd->add_option("--n-head", c.n_head, "override the attention heads; must divide n_embd");
+  cmd->add_option("--n-embd", c.n_embd, "override the residual width C");
+  cmd->add_option("--vocab-size", c.vocab_size, "override the vocabulary size V");
+  cmd->add_option("--max-seq-len", c.max_seq_len, "override the longest sequence the model takes");
 
+  cmd->option_defaults()->group("Data");
   cmd->add_option("--data", c.data,
                   "synthetic (Markov chain, known best loss) | FILE.bin (llm.c shard) | any "
-                  "other FILE (bytes)")
-      ->group("Data");
-  cmd->add_option("--synthetic-vocab", c.synthetic.vocab, "synthetic: number of distinct tokens")
-      ->group("Data");
+                  "other FILE (bytes)");
+  cmd->add_option("--synthetic-vocab", c.synthetic.vocab, "synthetic: number of distinct tokens");
   cmd->add_option("--synthetic-successors", c.synthetic.successors,
-                  "synthetic: possible next tokens after each token")
-      ->group("Data");
-  cmd->add_option("--corpus-seed", c.synthetic.seed, "synthetic: seed of the chain and its sample")
-      ->group("Data");
-  cmd->add_option("--corpus-tokens", c.synthetic.tokens, "synthetic: tokens drawn from the chain")
-      ->group("Data");
+                  "synthetic: possible next tokens after each token");
+  cmd->add_option("--corpus-seed", c.synthetic.seed, "synthetic: seed of the chain and its sample");
+  cmd->add_option("--corpus-tokens", c.synthetic.tokens, "synthetic: tokens drawn from the chain");
 
-  cmd->add_option("--steps", c.steps, "optimizer steps to run")->group("Training");
-  cmd->add_option("--batch", c.batch, "sequences per step (B)")->group("Training");
-  cmd->add_option("--seq", c.seq, "tokens per sequence (T); at most the model's max_seq_len")
-      ->group("Training");
-  cmd->add_option("--seed", c.seed, "seed of the initial weights and of the batch order")
-      ->group("Training");
+  cmd->option_defaults()->group("Training");
+  cmd->add_option("--steps", c.steps, "optimizer steps to run");
+  cmd->add_option("--batch", c.batch, "sequences per step (B)");
+  cmd->add_option("--seq", c.seq, "tokens per sequence (T); at most the model's max_seq_len");
+  cmd->add_option("--seed", e.seed, "seed of the initial weights and of the batch order");
   cmd->add_option("--print-every", c.print_every,
-                  "print a line every k steps (0 = every step up to 100 steps, else ~50 lines)")
-      ->group("Training");
-  cmd->add_option("--threads", c.threads, "OpenBLAS threads for the matrix products")
-      ->group("Training");
+                  "print a line every k steps (0 = every step up to 100 steps, else ~50 lines)");
+  cmd->add_option("--threads", c.threads, "OpenBLAS threads for the matrix products");
 
-  cmd->add_option("--optimizer", s.optimizer, "adamw | sgd")->group("Optimizer");
-  cmd->add_option("--lr", c.optim.lr, "peak learning rate")->group("Optimizer");
-  cmd->add_option("--warmup", c.warmup, "steps of linear warmup to the peak rate")
-      ->group("Optimizer");
-  cmd->add_option("--schedule", s.schedule, "after warmup: cosine | constant")->group("Optimizer");
-  cmd->add_option("--min-lr-ratio", c.min_lr_ratio, "cosine ends at lr * this ratio")
-      ->group("Optimizer");
-  cmd->add_option("--weight-decay", c.optim.weight_decay,
-                  "AdamW: decoupled decay (p -= lr*wd*p); SGD: L2 added to the gradient")
-      ->group("Optimizer");
-  cmd->add_option("--beta1", c.optim.beta1, "AdamW first-moment decay")->group("Optimizer");
-  cmd->add_option("--beta2", c.optim.beta2, "AdamW second-moment decay")->group("Optimizer");
-  cmd->add_option("--eps", c.optim.eps, "AdamW epsilon")->group("Optimizer");
-  cmd->add_option("--momentum", c.optim.momentum, "SGD momentum (0 = plain SGD)")
-      ->group("Optimizer");
+  cmd->option_defaults()->group("Optimizer");
+  cmd->add_option("--optimizer", s.optimizer, "adamw | sgd");
+  cmd->add_option("--lr", e.optim.lr, "peak learning rate");
+  cmd->add_option("--warmup", c.warmup, "steps of linear warmup to the peak rate");
+  cmd->add_option("--schedule", s.schedule, "after warmup: cosine | constant");
+  cmd->add_option("--min-lr-ratio", c.min_lr_ratio, "cosine ends at lr * this ratio");
+  cmd->add_option("--weight-decay", e.optim.weight_decay,
+                  "AdamW: decoupled decay (p -= lr*wd*p); SGD: L2 added to the gradient");
+  cmd->add_option("--beta1", e.optim.beta1, "AdamW first-moment decay");
+  cmd->add_option("--beta2", e.optim.beta2, "AdamW second-moment decay");
+  cmd->add_option("--eps", e.optim.eps, "AdamW epsilon");
+  cmd->add_option("--momentum", e.optim.momentum, "SGD momentum (0 = plain SGD)");
 
+  cmd->option_defaults()->group("Parallelism");
   cmd->add_option("--strategy", s.strategy,
                   "no_shard (DDP) | shard_optim (ZeRO-1) | shard_grad_op (ZeRO-2) | full_shard "
-                  "(ZeRO-3, FSDP) | hybrid_shard (HSDP)")
-      ->group("Parallelism");
+                  "(ZeRO-3, FSDP) | hybrid_shard (HSDP)");
   cmd->add_option("--ranks", c.ranks,
-                  "ranks: local threads each with its own tracked memory, or GPUs with nccl")
-      ->group("Parallelism");
+                  "ranks: local threads each with its own tracked memory, or GPUs with nccl");
   cmd->add_option("--backend", c.backend,
                   "local (threads) | mpi (under mpirun: one process per rank, --ranks ignored) | "
-                  "nccl (one GPU per rank; needs --device cuda)")
-      ->group("Parallelism");
-  cmd->add_option("--device", c.device, "cpu | cuda (needs --backend nccl and a CUDA build)")
-      ->group("Parallelism");
-  cmd->add_option("--hybrid-group", c.hybrid_group,
-                  "hybrid_shard only: ranks per shard group G (must divide the ranks; 0 = all)")
-      ->group("Parallelism");
-  cmd->add_option("--prefetch", c.prefetch,
-                  "units whose all-gather is issued ahead of the one computing (0 = off)")
-      ->group("Parallelism");
-  cmd->add_option("--max-inflight-gathers", c.max_inflight_gathers,
+                  "nccl (one GPU per rank; needs --device cuda)");
+  cmd->add_option("--device", c.device, "cpu | cuda (needs --backend nccl and a CUDA build)");
+  add_engine_options(cmd, e, c.accum, s.engine, kTrainEngineHelp);
+  cmd->add_option("--max-inflight-gathers", e.max_inflight_gathers,
                   "at most this many all-gathers in flight, the one about to be used included "
-                  "(0 = no cap): bounds the gathered units' memory")
-      ->group("Parallelism");
-  cmd->add_option("--param-dtype", s.param_dtype,
-                  "f32 | bf16 | f16: gathered parameters (fp32 master copy kept)")
-      ->group("Parallelism");
-  cmd->add_option("--reduce-dtype", s.reduce_dtype, "f32 | bf16 | f16: gradient reduction")
-      ->group("Parallelism");
-  cmd->add_option("--accum", c.accum, "micro-batches per step (gradient accumulation)")
-      ->group("Parallelism");
+                  "(0 = no cap): bounds the gathered units' memory");
   cmd->add_option("--accum-mode", s.accum_mode,
-                  "sharded gradients: reduce_each (memory stays sharded) | no_sync (reduce once)")
-      ->group("Parallelism");
-  cmd->add_option("--clip", c.clip, "clip the global gradient norm to this (0 = off)")
-      ->group("Parallelism");
-  cmd->add_flag("--act-ckpt", c.act_ckpt, "recompute each block's forward during its backward")
-      ->group("Parallelism");
-  cmd->add_option("--mem-limit", s.mem_limit,
-                  "per-rank memory capacity, e.g. 512MiB (0 = none): over it, out of memory")
-      ->group("Parallelism");
-  cmd->add_option("--trace", s.trace,
-                  "on: write a run directory (the viewer and `shardlab summary` read it) | off")
-      ->group("Tracing");
-  cmd->add_option("--run-dir", c.run_dir,
-                  "the run directory (auto = runs/<strategy>-n<N>-<time>)")
-      ->group("Tracing");
-  cmd->add_flag("--overwrite", c.overwrite_run_dir, "reuse a non-empty --run-dir")
-      ->group("Tracing");
+                  "sharded gradients: reduce_each (memory stays sharded) | no_sync (reduce once)");
+  cmd->add_option("--clip", e.clip, "clip the global gradient norm to this (0 = off)");
 
+  cmd->option_defaults()->group("Tracing");
+  cmd->add_option("--trace", s.trace,
+                  "on: write a run directory (the viewer and `shardlab summary` read it) | off");
+  cmd->add_option("--run-dir", c.run_dir, "the run directory (auto = runs/<strategy>-n<N>-<time>)");
+  cmd->add_flag("--overwrite", c.overwrite_run_dir, "reuse a non-empty --run-dir");
+
+  cmd->option_defaults()->group("Checkpoints");
   cmd->add_option("--save-every", c.save_every,
-                  "save a checkpoint every K steps and after the last one (0 = never)")
-      ->group("Checkpoints");
-  cmd->add_option("--ckpt-dir", c.ckpt_dir, "where checkpoints go: DIR/step-<k>/ and DIR/latest")
-      ->group("Checkpoints");
-  cmd->add_option("--keep-last", c.keep_last, "keep only the newest N checkpoints (0 = all)")
-      ->group("Checkpoints");
+                  "save a checkpoint every K steps and after the last one (0 = never)");
+  cmd->add_option("--ckpt-dir", c.ckpt_dir, "where checkpoints go: DIR/step-<k>/ and DIR/latest");
+  cmd->add_option("--keep-last", c.keep_last, "keep only the newest N checkpoints (0 = all)");
   cmd->add_option("--resume", c.resume,
                   "continue from a checkpoint: DIR (step-<k>/ or a root with `latest`) or latest "
-                  "(the newest in --ckpt-dir); any strategy and --ranks")
-      ->group("Checkpoints");
+                  "(the newest in --ckpt-dir); any strategy and --ranks");
   cmd->add_option("--init-from", c.init_from,
                   "start from the parameters of a .safetensors file (shardlab export, or GPT-2 "
-                  "weights of this shape)")
-      ->group("Checkpoints");
+                  "weights of this shape)");
 
+  cmd->option_defaults()->group("Reliability");
   cmd->add_option("--collective-timeout", c.collective_timeout,
                   "seconds a rank may wait in one collective; then the watchdog stops the job, "
-                  "names the ranks that did not arrive and writes flight.json")
-      ->group("Reliability");
+                  "names the ranks that did not arrive and writes flight.json");
   cmd->add_option("--slow-rank", s.slow_rank,
                   "R:F  make rank R's forward and backward take F times as long (a straggler "
-                  "on demand: see who waits in `shardlab summary`)")
-      ->group("Reliability");
+                  "on demand: see who waits in `shardlab summary`)");
   cmd->add_option("--hang-rank", s.hang_rank,
                   "R:STEP:S  rank R sleeps S seconds before step STEP, outside any collective "
-                  "(to see the watchdog fire)")
-      ->group("Reliability");
+                  "(to see the watchdog fire)");
 }
 
 void apply_strings(TrainConfig& c, const TrainStrings& s) {
-  c.optim.kind = parse_optimizer_kind(s.optimizer);
+  c.engine.optim.kind = parse_optimizer_kind(s.optimizer);
   c.schedule = parse_lr_schedule(s.schedule);
-  c.strategy = parse_strategy(s.strategy);
-  c.param_dtype = parse_dtype(s.param_dtype);
-  c.reduce_dtype = parse_dtype(s.reduce_dtype);
-  c.accum_mode = parse_accum_mode(s.accum_mode);
-  c.mem_limit = parse_bytes(s.mem_limit, "--mem-limit");
+  c.engine.strategy = parse_strategy(s.strategy);
+  apply_engine_options(s.engine, c.engine, c.mem_limit);
+  c.engine.accum_mode = parse_accum_mode(s.accum_mode);
   if (!s.slow_rank.empty()) c.slow_rank = parse_slow_rank(s.slow_rank);
   if (!s.hang_rank.empty()) c.hang_rank = parse_hang_rank(s.hang_rank);
   if (s.trace == "off") {
@@ -225,9 +189,9 @@ CliCommand add_train_command(CLI::App& app) {
   return {cmd, [o, cmd] {
             apply_strings(o->cfg, o->str);
             // validate() sees only the value: an explicit --hybrid-group 0 is refused here.
-            if (cmd->count("--hybrid-group") > 0 && o->cfg.strategy != Strategy::hybrid_shard)
-              SL_THROW(InvalidArgument,
-                       hybrid_group_unused_message(o->cfg.hybrid_group, o->cfg.strategy));
+            const EngineConfig& e = o->cfg.engine;
+            if (cmd->count("--hybrid-group") > 0 && e.strategy != Strategy::hybrid_shard)
+              SL_THROW(InvalidArgument, hybrid_group_unused_message(e.hybrid_group, e.strategy));
             run_training(o->cfg, std::cout);
             return 0;
           }};

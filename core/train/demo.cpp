@@ -20,9 +20,9 @@ TrainConfig demo_config(const DemoOptions& o, Strategy s) {
   c.batch = 2 * o.ranks;
   c.steps = o.steps;
   c.warmup = 5;
-  c.optim.lr = 3e-3f;
+  c.engine.optim.lr = 3e-3f;
   c.print_every = o.steps >= 10 ? o.steps / 5 : 1;
-  c.strategy = s;
+  c.engine.strategy = s;
   c.ranks = o.ranks;
   c.run_dir = o.runs_root + "/demo-" + strategy_name(s);
   c.overwrite_run_dir = true;

@@ -5,22 +5,6 @@
 
 namespace shardlab {
 
-EngineConfig engine_config(const TrainConfig& cfg) {
-  EngineConfig e;
-  e.strategy = cfg.strategy;
-  e.hybrid_group = cfg.hybrid_group;
-  e.prefetch = cfg.prefetch;
-  e.max_inflight_gathers = cfg.max_inflight_gathers;
-  e.param_dtype = cfg.param_dtype;
-  e.reduce_dtype = cfg.reduce_dtype;
-  e.act_ckpt = cfg.act_ckpt;
-  e.accum_mode = cfg.accum_mode;
-  e.clip = cfg.clip;
-  e.optim = cfg.optim;
-  e.seed = cfg.seed;
-  return e;
-}
-
 EngineStepper::EngineStepper(RankContext& ctx, const GPTConfig& model, const EngineConfig& cfg,
                              int accum)
     : ctx_(ctx), engine_(*ctx.device, *ctx.comm, ctx.recorder, model, cfg), accum_(accum) {

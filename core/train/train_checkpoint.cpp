@@ -57,7 +57,7 @@ void engine_shards(const Engine& engine, EngineShards& out, bool params_only) {
 namespace {
 
 json data_identity(const TrainConfig& cfg, int64_t corpus_tokens) {
-  json d = {{"batch", cfg.batch}, {"seq", cfg.seq}, {"seed", cfg.seed},
+  json d = {{"batch", cfg.batch}, {"seq", cfg.seq}, {"seed", cfg.engine.seed},
             {"corpus_tokens", corpus_tokens}};
   if (cfg.data == "synthetic")
     d["synthetic"] = {{"vocab", cfg.synthetic.vocab},

@@ -39,7 +39,6 @@ struct RunPlan {
   const TrainConfig& cfg;
   GPTConfig model;
   std::shared_ptr<const TokenCorpus> corpus;
-  EngineConfig engine;
   std::string resume_dir;  // the resolved checkpoint directory; empty when not resuming
 };
 
@@ -131,8 +130,8 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
     print_parallel_line(out, cfg, ctx.world, ctx.comm->backend());
   }
 
-  DataLoader loader(p.corpus, {cfg.batch, cfg.seq, ctx.rank, ctx.world, cfg.seed});
-  EngineConfig engine = p.engine;
+  DataLoader loader(p.corpus, {cfg.batch, cfg.seq, ctx.rank, ctx.world, cfg.engine.seed});
+  EngineConfig engine = cfg.engine;
   if (ctx.rank == cfg.slow_rank.rank) engine.compute_slowdown = cfg.slow_rank.factor;
   EngineStepper stepper(ctx, p.model, engine, cfg.accum);
   const int64_t start = restore(p, ctx, stepper, loader, out);
@@ -160,7 +159,7 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
     const double step_s = seconds_since(t_step);
     if (!std::isfinite(loss))
       SL_THROW(Error, "step ", s + 1, ": loss is ", loss, " (diverged: try a lower --lr than ",
-               cfg.optim.lr, ")");
+               cfg.engine.optim.lr, ")");
     ctx.recorder->step(static_cast<int>(s + 1), loss, batch.rows * batch.seq, step_s);
     ctx.recorder->flush();
     losses.push_back(loss);
@@ -222,7 +221,7 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
 
 TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
   cfg.validate();
-  RunPlan p{cfg, cfg.model_config(), nullptr, engine_config(cfg), ""};
+  RunPlan p{cfg, cfg.model_config(), nullptr, ""};
   set_blas_threads(cfg.threads);  // the local launcher sets 1 per rank when there are several
 
   p.corpus = std::make_shared<const TokenCorpus>(load_corpus(cfg.data, cfg.synthetic));

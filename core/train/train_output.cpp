@@ -22,37 +22,38 @@ std::string fmt(const char* f, double v) {
 
 void print_run_header(std::ostream& out, const TrainConfig& cfg, const GPTConfig& m,
                       const TokenCorpus& corpus) {
+  const OptimizerConfig& o = cfg.engine.optim;
   out << "shardlab train: model " << cfg.model << " " << m.describe() << "\n"
       << "data: " << corpus.description << "\n";
   if (corpus.kind == CorpusKind::synthetic)
     out << "      (the entropy rate is the lowest loss any model can reach on this data)\n";
-  out << "optimizer: " << optimizer_kind_name(cfg.optim.kind) << ", lr " << cfg.optim.lr;
+  out << "optimizer: " << optimizer_kind_name(o.kind) << ", lr " << o.lr;
   if (cfg.warmup > 0) out << " after " << cfg.warmup << " warmup steps";
-  if (cfg.schedule == LrSchedule::cosine)
-    out << ", cosine decay to " << cfg.optim.lr * cfg.min_lr_ratio;
-  if (cfg.optim.kind == OptimizerKind::adamw)
-    out << ", betas (" << cfg.optim.beta1 << ", " << cfg.optim.beta2 << ")";
+  if (cfg.schedule == LrSchedule::cosine) out << ", cosine decay to " << o.lr * cfg.min_lr_ratio;
+  if (o.kind == OptimizerKind::adamw)
+    out << ", betas (" << o.beta1 << ", " << o.beta2 << ")";
   else
-    out << ", momentum " << cfg.optim.momentum;
-  out << ", weight decay " << cfg.optim.weight_decay << "\n"
+    out << ", momentum " << o.momentum;
+  out << ", weight decay " << o.weight_decay << "\n"
       << "batch " << cfg.batch << " x " << cfg.seq << " = " << cfg.batch * cfg.seq
-      << " tokens/step, " << cfg.steps << " steps, seed " << cfg.seed << ", " << cfg.threads
-      << " BLAS thread" << (cfg.threads == 1 ? "" : "s") << "\n";
+      << " tokens/step, " << cfg.steps << " steps, seed " << cfg.engine.seed << ", "
+      << cfg.threads << " BLAS thread" << (cfg.threads == 1 ? "" : "s") << "\n";
 }
 
 void print_parallel_line(std::ostream& out, const TrainConfig& cfg, int world,
                          const char* backend) {
-  out << "parallel: " << strategy_name(cfg.strategy) << " on " << world << " rank"
+  const EngineConfig& e = cfg.engine;
+  out << "parallel: " << strategy_name(e.strategy) << " on " << world << " rank"
       << (world == 1 ? "" : "s") << " (" << backend
       << (cfg.device == "cpu" ? "" : ", " + cfg.device) << ")";
-  if (cfg.strategy == Strategy::hybrid_shard)
-    out << ", groups of " << (cfg.hybrid_group > 0 ? cfg.hybrid_group : world);
-  out << ", prefetch " << cfg.prefetch << ", params " << dtype_name(cfg.param_dtype)
-      << ", grads " << dtype_name(cfg.reduce_dtype);
+  if (e.strategy == Strategy::hybrid_shard)
+    out << ", groups of " << (e.hybrid_group > 0 ? e.hybrid_group : world);
+  out << ", prefetch " << e.prefetch << ", params " << dtype_name(e.param_dtype) << ", grads "
+      << dtype_name(e.reduce_dtype);
   if (cfg.accum > 1)
-    out << ", " << cfg.accum << " micro-batches (" << accum_mode_name(cfg.accum_mode) << ")";
-  if (cfg.clip > 0) out << ", clip " << cfg.clip;
-  if (cfg.act_ckpt) out << ", activation checkpointing";
+    out << ", " << cfg.accum << " micro-batches (" << accum_mode_name(e.accum_mode) << ")";
+  if (e.clip > 0) out << ", clip " << e.clip;
+  if (e.act_ckpt) out << ", activation checkpointing";
   if (cfg.mem_limit > 0) out << ", memory limit " << format_bytes(cfg.mem_limit) << "/rank";
   out << "\n\n";
 }
@@ -92,25 +93,26 @@ void print_run_summary(std::ostream& out, const TrainResult& r, const MemoryTrac
 }
 
 nlohmann::json train_config_json(const TrainConfig& cfg) {
+  const EngineConfig& e = cfg.engine;
   return {{"steps", cfg.steps},
           {"batch", cfg.batch},
           {"seq", cfg.seq},
           {"accum", cfg.accum},
-          {"accum_mode", accum_mode_name(cfg.accum_mode)},
-          {"prefetch", cfg.prefetch},
-          {"max_inflight_gathers", cfg.max_inflight_gathers},
-          {"param_dtype", dtype_name(cfg.param_dtype)},
-          {"reduce_dtype", dtype_name(cfg.reduce_dtype)},
-          {"act_ckpt", cfg.act_ckpt},
-          {"clip", cfg.clip},
+          {"accum_mode", accum_mode_name(e.accum_mode)},
+          {"prefetch", e.prefetch},
+          {"max_inflight_gathers", e.max_inflight_gathers},
+          {"param_dtype", dtype_name(e.param_dtype)},
+          {"reduce_dtype", dtype_name(e.reduce_dtype)},
+          {"act_ckpt", e.act_ckpt},
+          {"clip", e.clip},
           {"mem_limit", cfg.mem_limit},
-          {"optimizer", optimizer_kind_name(cfg.optim.kind)},
-          {"lr", cfg.optim.lr},
+          {"optimizer", optimizer_kind_name(e.optim.kind)},
+          {"lr", e.optim.lr},
           {"warmup", cfg.warmup},
           {"schedule", lr_schedule_name(cfg.schedule)},
           {"min_lr_ratio", cfg.min_lr_ratio},
-          {"weight_decay", cfg.optim.weight_decay},
-          {"seed", cfg.seed},
+          {"weight_decay", e.optim.weight_decay},
+          {"seed", e.seed},
           {"data", cfg.data}};
 }
 
@@ -119,17 +121,14 @@ namespace {
 nlohmann::json run_meta(const TrainConfig& cfg, const GPTConfig& m, int world,
                         const std::string& backend, const std::string& resumed_from) {
   nlohmann::json meta;
-  meta["strategy"] = strategy_name(cfg.strategy);
+  const EngineConfig& e = cfg.engine;
+  const int group =
+      shard_group_size(e.strategy, world, e.hybrid_group > 0 ? e.hybrid_group : world);
+  meta["strategy"] = strategy_name(e.strategy);
   meta["world_size"] = world;
   meta["backend"] = backend;
-  meta["mesh"] = {{"shard_group", shard_group_size(cfg.strategy, world,
-                                                   cfg.hybrid_group > 0 ? cfg.hybrid_group : world)},
-                  {"replicas", cfg.strategy == Strategy::no_shard
-                                   ? world
-                                   : world / shard_group_size(cfg.strategy, world,
-                                                              cfg.hybrid_group > 0
-                                                                  ? cfg.hybrid_group
-                                                                  : world)}};
+  meta["mesh"] = {{"shard_group", group},
+                  {"replicas", e.strategy == Strategy::no_shard ? world : world / group}};
   meta["model"] = {{"preset", cfg.model},         {"vocab_size", m.vocab_size},
                    {"max_seq_len", m.max_seq_len}, {"n_layer", m.n_layer},
                    {"n_head", m.n_head},           {"n_embd", m.n_embd},

@@ -80,13 +80,35 @@ HangRank parse_hang_rank(const std::string& s) {
 
 // ---- config -------------------------------------------------------------------------------------
 
+EngineConfig train_engine_defaults() {
+  EngineConfig e;
+  e.optim = {OptimizerKind::adamw, 2e-3f};
+  return e;
+}
+
+namespace {
+
+// The model options that override the preset (0 = keep its value), as the command line names
+// them: model_config() applies them, validate() and check_sizes() name them in messages.
+struct ModelOverride {
+  const char* option;
+  int value;
+  int GPTConfig::*field;
+};
+std::vector<ModelOverride> model_overrides(const TrainConfig& c) {
+  return {{"--n-layer", c.n_layer, &GPTConfig::n_layer},
+          {"--n-head", c.n_head, &GPTConfig::n_head},
+          {"--n-embd", c.n_embd, &GPTConfig::n_embd},
+          {"--vocab-size", c.vocab_size, &GPTConfig::vocab_size},
+          {"--max-seq-len", c.max_seq_len, &GPTConfig::max_seq_len}};
+}
+
+}  // namespace
+
 GPTConfig TrainConfig::model_config() const {
   GPTConfig m = GPTConfig::preset(model);
-  if (n_layer) m.n_layer = n_layer;
-  if (n_head) m.n_head = n_head;
-  if (n_embd) m.n_embd = n_embd;
-  if (vocab_size) m.vocab_size = vocab_size;
-  if (max_seq_len) m.max_seq_len = max_seq_len;
+  for (const ModelOverride& o : model_overrides(*this))
+    if (o.value) m.*o.field = o.value;
   m.validate();
   return m;
 }
@@ -118,14 +140,9 @@ void TrainConfig::validate() const {
   }
   if (!(min_lr_ratio >= 0.0f && min_lr_ratio <= 1.0f))
     SL_THROW(InvalidArgument, "--min-lr-ratio ", min_lr_ratio, ": must be in [0, 1]");
-  const std::pair<const char*, int> overrides[] = {{"--n-layer", n_layer},
-                                                    {"--n-head", n_head},
-                                                    {"--n-embd", n_embd},
-                                                    {"--vocab-size", vocab_size},
-                                                    {"--max-seq-len", max_seq_len}};
-  for (const auto& [name, v] : overrides)
-    if (v < 0) SL_THROW(InvalidArgument, name, " ", v, ": must be >= 1 (or 0 for the preset's)");
-  optim.validate();
+  for (const ModelOverride& o : model_overrides(*this))
+    if (o.value < 0)
+      SL_THROW(InvalidArgument, o.option, " ", o.value, ": must be >= 1 (or 0 for the preset's)");
   if (ranks < 1) SL_THROW(InvalidArgument, "--ranks ", ranks, ": must be >= 1");
   if (backend != "local" && backend != "mpi" && backend != "nccl")
     SL_THROW(InvalidArgument, "--backend '", backend,
@@ -147,21 +164,17 @@ void TrainConfig::validate() const {
     SL_THROW(InvalidArgument, "--resume and --init-from both given: choose one (a checkpoint "
                               "already holds the parameters)");
   if (accum < 1) SL_THROW(InvalidArgument, "--accum ", accum, ": must be >= 1");
-  if (prefetch < 0) SL_THROW(InvalidArgument, "--prefetch ", prefetch, ": must be >= 0");
-  if (max_inflight_gathers < 0)
-    SL_THROW(InvalidArgument, "--max-inflight-gathers ", max_inflight_gathers,
-             ": must be >= 0 (0 = no cap)");
-  if (!(clip >= 0.0f)) SL_THROW(InvalidArgument, "--clip ", clip, ": must be >= 0 (0 = off)");
+  engine.validate();
   if (mem_limit < 0) SL_THROW(InvalidArgument, "--mem-limit ", mem_limit, ": must be >= 0");
-  if (hybrid_group < 0) SL_THROW(InvalidArgument, "--hybrid-group ", hybrid_group, ": must be >= 1");
-  if (hybrid_group > 0 && strategy != Strategy::hybrid_shard)
-    SL_THROW(InvalidArgument, hybrid_group_unused_message(hybrid_group, strategy));
+  if (engine.hybrid_group > 0 && engine.strategy != Strategy::hybrid_shard)
+    SL_THROW(InvalidArgument, hybrid_group_unused_message(engine.hybrid_group, engine.strategy));
   // --ranks is the world size unless mpirun decides it (backend mpi, or nccl with one process per
   // GPU); then each rank checks the batch split against the MPI world.
   if (backend == "local" || (backend == "nccl" && !under_mpirun())) {
     check_split(ranks);
-    if (strategy == Strategy::hybrid_shard && hybrid_group > 0 && ranks % hybrid_group != 0)
-      SL_THROW(InvalidArgument, "--hybrid-group ", hybrid_group, " must divide --ranks ", ranks);
+    const int g = engine.hybrid_group;
+    if (engine.strategy == Strategy::hybrid_shard && g > 0 && ranks % g != 0)
+      SL_THROW(InvalidArgument, "--hybrid-group ", g, " must divide --ranks ", ranks);
   }
   if (!(collective_timeout > 0 && collective_timeout <= 1e6))
     SL_THROW(InvalidArgument, "--collective-timeout ", collective_timeout,
@@ -238,17 +251,16 @@ void TrainConfig::check_sizes(const GPTConfig& m) const {
   // The model's persistent state over all ranks: one copy of the parameters, the gradients and
   // the optimizer's state however they are sharded (fp32 master copy when params are 16-bit).
   const long double params = static_cast<long double>(m.num_params());
-  const int optim_floats = optim.kind == OptimizerKind::adamw ? 2 : (optim.momentum > 0 ? 1 : 0);
-  const long double per_param = static_cast<long double>(dtype_size(param_dtype)) +
-                                dtype_size(reduce_dtype) + 4 * optim_floats +
-                                (param_dtype == DType::f32 ? 0 : 4);
+  const EngineConfig& e = engine;
+  const int optim_floats =
+      e.optim.kind == OptimizerKind::adamw ? 2 : (e.optim.momentum > 0 ? 1 : 0);
+  const long double per_param = static_cast<long double>(dtype_size(e.param_dtype)) +
+                                dtype_size(e.reduce_dtype) + 4 * optim_floats +
+                                (e.param_dtype == DType::f32 ? 0 : 4);
   std::string model_opts = "--model " + model;
-  const std::pair<const char*, int> overrides[] = {{"--n-layer", n_layer},
-                                                    {"--n-embd", n_embd},
-                                                    {"--vocab-size", vocab_size},
-                                                    {"--max-seq-len", max_seq_len}};
-  for (const auto& [name, v] : overrides)
-    if (v > 0) model_opts += detail::concat(" ", name, " ", v);
+  for (const ModelOverride& o : model_overrides(*this))
+    if (o.value > 0 && o.field != &GPTConfig::n_head)  // heads change no size
+      model_opts += detail::concat(" ", o.option, " ", o.value);
   if (too_big(params * per_param))
     SL_THROW(InvalidArgument, model_opts, ": the model (", m.describe(), ") asks for ",
              bytes_text(params * per_param), " of parameters, gradients and optimizer state",
@@ -276,7 +288,7 @@ void TrainConfig::check_split(int world) const {
 }
 
 float TrainConfig::lr_at(int64_t step) const {
-  const float peak = optim.lr;
+  const float peak = engine.optim.lr;
   if (step < warmup) return peak * static_cast<float>(step + 1) / static_cast<float>(warmup);
   if (schedule == LrSchedule::constant) return peak;
   // Cosine from peak at the first step after warmup to peak * min_lr_ratio at the last step.

@@ -1,25 +1,21 @@
 // The trainer: every option of `shardlab train` in one TrainConfig, and run_training(), which
 // loads the data, builds the model and runs the loop, printing one fixed-width line per step.
 //
-// The loop is split so the FSDP engine can take over the model without touching the rest:
-//   run_training:  config -> corpus -> loader -> ModelStepper -> for each step: batch, lr, step()
-//   ModelStepper:  the one piece that owns the model and the optimizer and runs forward, backward
-//                  and the update on a batch. make_single_rank_stepper() is the single-rank GPT;
-//                  the engine provides its own stepper per rank.
+//   run_training:  config -> corpus -> loader -> one EngineStepper per rank -> for each step:
+//                  batch, lr, step()
+// The engine's own settings are TrainConfig::engine, the EngineConfig the engine and the memory
+// planner take as they are.
 #pragma once
 
 #include <cstdint>
 #include <iosfwd>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/comm/flight_recorder.hpp"
-#include "core/device/device.hpp"
-#include "core/fsdp/strategy.hpp"
+#include "core/fsdp/engine_config.hpp"
 #include "core/memory/tracker.hpp"
 #include "core/model/config.hpp"
-#include "core/optim/optimizer.hpp"
 #include "core/train/markov.hpp"
 
 namespace shardlab {
@@ -42,6 +38,9 @@ enum class LrSchedule : uint8_t { constant, cosine };
 const char* lr_schedule_name(LrSchedule s);
 LrSchedule parse_lr_schedule(const std::string& s);  // "constant" | "cosine"
 
+// The engine settings `shardlab train` starts from: EngineConfig's own, with a peak lr of 2e-3.
+EngineConfig train_engine_defaults();
+
 struct TrainConfig {
   // ---- model: a preset, then overrides (0 = keep the preset's value)
   std::string model = "small";
@@ -60,31 +59,25 @@ struct TrainConfig {
   int64_t steps = 300;
   int64_t batch = 16;  // B, global, in sequences
   int64_t seq = 64;    // T
-  uint64_t seed = 1337;  // model initialisation and batch order
   int64_t print_every = 0;  // 0 = automatic: every step up to 100 steps, then about 50 lines
   int threads = 1;          // BLAS threads
 
-  // ---- optimizer and learning rate
-  OptimizerConfig optim{OptimizerKind::adamw, 2e-3f};  // kind, peak lr, betas, eps, wd, momentum
+  // ---- the engine (docs/fsdp.md): strategy, hybrid group, prefetch, in-flight cap, dtypes,
+  // act_ckpt, accum_mode, clip, the optimizer (kind, peak lr, betas, eps, wd, momentum) and the
+  // seed, which also orders the batches. With one rank every strategy is the same computation as
+  // the single-rank GPT.
+  EngineConfig engine = train_engine_defaults();
+
+  // ---- learning rate schedule
   int64_t warmup = 30;  // linear warmup steps from lr/warmup to lr
   LrSchedule schedule = LrSchedule::cosine;
   float min_lr_ratio = 0.1f;  // cosine decays to lr * min_lr_ratio at the last step
 
-  // ---- parallelism: the FSDP engine (docs/fsdp.md). With one rank every strategy is the same
-  // computation as the single-rank GPT.
-  Strategy strategy = Strategy::full_shard;
+  // ---- parallelism: where the ranks run
   int ranks = 1;                    // local ranks (threads); under mpirun the MPI world decides
   std::string backend = "local";    // local | mpi | nccl
   std::string device = "cpu";       // cpu | cuda (one GPU per rank; needs backend nccl)
-  int hybrid_group = 0;             // G for hybrid_shard (0: all ranks in one group)
-  int prefetch = 1;                 // all-gathers issued ahead (0 = off)
-  int max_inflight_gathers = 0;     // cap on all-gathers in flight at once (0 = no cap)
-  DType param_dtype = DType::f32;   // gathered parameters and their all-gathers
-  DType reduce_dtype = DType::f32;  // gradients and their reduction
   int accum = 1;                    // K micro-batches per step; batch / (ranks K) rows each
-  AccumMode accum_mode = AccumMode::reduce_each;
-  float clip = 0.0f;                // global gradient-norm limit, 0 = off
-  bool act_ckpt = false;            // recompute each block's forward in backward
   int64_t mem_limit = 0;            // per-rank tracker capacity in bytes, 0 = unlimited
   // Run directory for the trace (meta.json, rank<R>.jsonl, summary.json, trace.json; the viewer
   // opens it). Empty: none. "auto": runs/<strategy>-n<N>-<time>.
@@ -160,21 +153,6 @@ struct TrainResult {
   std::string last_checkpoint;    // the newest checkpoint this run saved (empty when none)
   double checkpoint_seconds = 0;  // time spent saving (not in seconds or tokens_per_s)
 };
-
-// The model side of one training step. One per rank.
-class ModelStepper {
- public:
-  virtual ~ModelStepper() = default;
-  // inputs and targets: host memory, (rows, T) int32. Runs forward, backward and one optimizer
-  // update at learning rate lr; returns the mean loss of the batch.
-  virtual float step(const int32_t* inputs, const int32_t* targets, int rows, int T, float lr) = 0;
-  virtual int64_t num_params() const = 0;
-};
-
-// The single-rank reference: one GPT on `dev`, one optimizer per unit's flat buffer.
-std::unique_ptr<ModelStepper> make_single_rank_stepper(Device& dev, const GPTConfig& model,
-                                                       const OptimizerConfig& optim,
-                                                       uint64_t seed);
 
 // Trains as cfg says: launches the ranks (backend, device), runs the FSDP engine on each, prints
 // the header, step lines and a summary to out (rank 0), writes the run directory and checkpoints.

@@ -54,12 +54,7 @@ TEST(FsdpMpi, StrategiesAgreeWithNoShardAndCountBytesAsTheory) {
     ec.hybrid_group = world >= 4 ? 2 : world;
     MpiRun r = run_mpi(ec, 10);
     EXPECT_LT(max_abs_diff(r.params, ref.params), 0.01 * 10 * ec.optim.lr) << strategy_name(s);
-    PlanInput in;
-    in.strategy = s;
-    in.world = world;
-    in.hybrid_group = ec.hybrid_group;
-    in.model = model;
-    MemoryPlan plan = plan_memory(in);
+    MemoryPlan plan = plan_memory(plan_input(ec, world, model, 1, 0));
     EXPECT_EQ(r.persistent, plan.persistent) << strategy_name(s);
     // Gradient and parameter traffic of a full_shard step: 3 Psi_p (N-1)/N elements.
     if (s == Strategy::full_shard) {

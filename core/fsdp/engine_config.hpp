@@ -1,0 +1,35 @@
+// The engine's settings: the one description of how a run shards, gathers, reduces and steps.
+// The engine takes it, `shardlab train` keeps one in TrainConfig, and the memory planner keeps one
+// in PlanInput, so a setting added here reaches all three.
+#pragma once
+
+#include <cstdint>
+
+#include "core/base/dtype.hpp"
+#include "core/fsdp/strategy.hpp"
+#include "core/optim/optimizer.hpp"
+
+namespace shardlab {
+
+struct EngineConfig {
+  Strategy strategy = Strategy::full_shard;
+  int hybrid_group = 0;            // G for hybrid_shard; must divide the world size (0: all)
+  int prefetch = 1;                // units whose all-gather is issued ahead (0 = off)
+  int max_inflight_gathers = 0;    // all-gathers issued and not yet consumed, at most (0 = no limit)
+  DType param_dtype = DType::f32;  // gathered / full parameters and the all-gathers
+  DType reduce_dtype = DType::f32; // gradients kept and the gradient collectives
+  bool act_ckpt = false;           // recompute each block's forward during its backward
+  AccumMode accum_mode = AccumMode::reduce_each;
+  float clip = 0.0f;               // global gradient-norm limit, 0 = off
+  OptimizerConfig optim;           // AdamW or SGD, one instance per unit over the owned range
+  uint64_t seed = 1337;            // parameter initialisation (init_unit)
+  // This rank's compute spans last this many times as long (>= 1; --slow-rank): a straggler on
+  // demand, for demonstrations and the straggler tests. The extra time is a sleep.
+  double compute_slowdown = 1.0;
+
+  // Checks the settings that need no world size; throws InvalidArgument naming the command-line
+  // option and its value ("--prefetch -1: must be >= 0"), as `train` and `plan` report them.
+  void validate() const;
+};
+
+}  // namespace shardlab
