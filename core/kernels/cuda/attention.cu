@@ -1,7 +1,8 @@
-// CUDA launchers of the causal attention softmax (core/kernels/attention.hpp): one thread per
+// The CUDA kernel-table entry of the causal attention softmax (core/kernels/attention.hpp): one thread per
 // (head, query) row of T scores. The QK^T and PV products are gemm_batched calls on cuBLAS.
 #include "core/kernels/attention.hpp"
 #include "core/kernels/cuda/launch.cuh"
+#include "core/kernels/kernel_table.hpp"
 
 namespace shardlab::cuda {
 
@@ -19,8 +20,6 @@ __global__ void softmax_backward_kernel(float* dpre, const float* att, const flo
   }
 }
 
-}  // namespace
-
 void attention_softmax_forward(Device& dev, float* att, int BH, int T) {
   const int64_t rows = static_cast<int64_t>(BH) * T;
   if (rows <= 0) return;
@@ -37,5 +36,9 @@ void attention_softmax_backward(Device& dev, float* dpre, const float* att, cons
   softmax_backward_kernel<<<blocks_for(rows), kThreads, 0, l.stream>>>(dpre, att, datt, rows, T);
   CUDA_CHECK_LAUNCH();
 }
+
+}  // namespace
+
+const AttentionKernels kAttention = {attention_softmax_forward, attention_softmax_backward};
 
 }  // namespace shardlab::cuda

@@ -1,8 +1,9 @@
-// CUDA launchers of softmax + cross-entropy (core/kernels/crossentropy.hpp): one thread per row
+// The CUDA kernel-table entry of softmax + cross-entropy (core/kernels/crossentropy.hpp): one thread per row
 // of V logits. A target outside [0, V) cannot throw on the GPU: its loss becomes NaN (and its
 // gradient row NaN), which the trainer's loss check reports.
 #include "core/kernels/crossentropy.hpp"
 #include "core/kernels/cuda/launch.cuh"
+#include "core/kernels/kernel_table.hpp"
 
 namespace shardlab::cuda {
 
@@ -36,8 +37,6 @@ __global__ void crossentropy_backward_kernel(float* dlogits, const float* probs,
   }
 }
 
-}  // namespace
-
 void crossentropy_forward(Device& dev, float* probs, float* losses, const int* targets, int N,
                           int V) {
   if (N <= 0 || V <= 0) return;
@@ -55,5 +54,9 @@ void crossentropy_backward(Device& dev, float* dlogits, const float* probs, cons
                                                                          dloss, N, V);
   CUDA_CHECK_LAUNCH();
 }
+
+}  // namespace
+
+const CrossEntropyKernels kCrossEntropy = {crossentropy_forward, crossentropy_backward};
 
 }  // namespace shardlab::cuda

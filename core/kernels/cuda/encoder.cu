@@ -1,4 +1,4 @@
-// CUDA launchers of the token + position embedding (core/kernels/encoder.hpp).
+// The CUDA kernel-table entry of the token + position embedding (core/kernels/encoder.hpp).
 // Forward: one thread per (b, t) row. Backward: the CPU loop adds rows into the tables in row
 // order; here each thread owns table entries and adds the same values in the same order, so the
 // GPU gradients are bit-identical to the CPU's and need no atomics:
@@ -7,6 +7,7 @@
 // dropped (the CPU path throws for it).
 #include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/encoder.hpp"
+#include "core/kernels/kernel_table.hpp"
 
 namespace shardlab::cuda {
 
@@ -50,8 +51,6 @@ __global__ void encoder_backward_wte_kernel(float* dwte, const float* dout, cons
   }
 }
 
-}  // namespace
-
 void encoder_forward(Device& dev, float* out, const int* tokens, const float* wte,
                      const float* wpe, int B, int T, int C, int V) {
   const int64_t rows = static_cast<int64_t>(B) * T;
@@ -74,5 +73,9 @@ void encoder_backward(Device& dev, float* dwte, float* dwpe, const float* dout, 
                                                                         C, V);
   CUDA_CHECK_LAUNCH();
 }
+
+}  // namespace
+
+const EncoderKernels kEncoder = {encoder_forward, encoder_backward};
 
 }  // namespace shardlab::cuda

@@ -1,6 +1,7 @@
-// CUDA launchers of GELU (core/kernels/gelu.hpp): one thread per element.
+// The CUDA kernel-table entry of GELU (core/kernels/gelu.hpp): one thread per element.
 #include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/gelu.hpp"
+#include "core/kernels/kernel_table.hpp"
 
 namespace shardlab::cuda {
 
@@ -15,8 +16,6 @@ __global__ void gelu_backward_kernel(float* dx, const float* x, const float* dou
   SL_GRID_STRIDE(i, n) dx[i] = gelu_backward_elem(x[i], dout[i]);
 }
 
-}  // namespace
-
 void gelu_forward(Device& dev, float* out, const float* x, int64_t n) {
   if (n <= 0) return;
   Launch l(dev);
@@ -30,5 +29,9 @@ void gelu_backward(Device& dev, float* dx, const float* x, const float* dout, in
   gelu_backward_kernel<<<blocks_for(n), kThreads, 0, l.stream>>>(dx, x, dout, n);
   CUDA_CHECK_LAUNCH();
 }
+
+}  // namespace
+
+const GeluKernels kGelu = {gelu_forward, gelu_backward};
 
 }  // namespace shardlab::cuda

@@ -1,6 +1,7 @@
-// CUDA launchers of LayerNorm (core/kernels/layernorm.hpp): one thread per row for the row math,
+// The CUDA kernel-table entry of LayerNorm (core/kernels/layernorm.hpp): one thread per row for the row math,
 // one thread per column for the weight and bias gradients (a sum over rows, no atomics).
 #include "core/kernels/cuda/launch.cuh"
+#include "core/kernels/kernel_table.hpp"
 #include "core/kernels/layernorm.hpp"
 
 namespace shardlab::cuda {
@@ -31,8 +32,6 @@ __global__ void layernorm_param_grad_kernel(float* dweight, float* dbias, const 
   layernorm_param_grad_col(dweight, dbias, dout, x, mean, rstd, N, C, static_cast<int>(c));
 }
 
-}  // namespace
-
 void layernorm_forward(Device& dev, float* out, float* mean, float* rstd, const float* x,
                        const float* weight, const float* bias, int N, int C) {
   if (N <= 0 || C <= 0) return;
@@ -54,5 +53,9 @@ void layernorm_backward(Device& dev, float* dx, float* dweight, float* dbias, co
                                                                         mean, rstd, N, C);
   CUDA_CHECK_LAUNCH();
 }
+
+}  // namespace
+
+const LayerNormKernels kLayerNorm = {layernorm_forward, layernorm_backward};
 
 }  // namespace shardlab::cuda

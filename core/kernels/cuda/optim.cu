@@ -1,6 +1,7 @@
-// CUDA launchers of the optimizer updates (core/kernels/optim.hpp): one thread per element of the
+// The CUDA kernel-table entry of the optimizer updates (core/kernels/optim.hpp): one thread per element of the
 // rank's flat shard, the same adamw_elem / sgd_elem as the CPU loop.
 #include "core/kernels/cuda/launch.cuh"
+#include "core/kernels/kernel_table.hpp"
 #include "core/kernels/optim.hpp"
 
 namespace shardlab::cuda {
@@ -24,8 +25,6 @@ __global__ void sgd_kernel(float* param, const float* grad, float* momentum_buf,
   }
 }
 
-}  // namespace
-
 void adamw_update(Device& dev, float* param, const float* grad, float* m, float* v, int64_t n,
                   float lr, float beta1, float beta2, float eps, float weight_decay, float bc1,
                   float bc2) {
@@ -44,5 +43,9 @@ void sgd_update(Device& dev, float* param, const float* grad, float* momentum_bu
                                                        weight_decay);
   CUDA_CHECK_LAUNCH();
 }
+
+}  // namespace
+
+const OptimKernels kOptim = {adamw_update, sgd_update};
 
 }  // namespace shardlab::cuda

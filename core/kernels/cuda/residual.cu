@@ -1,6 +1,7 @@
-// CUDA launchers of the residual family (core/kernels/residual.hpp): residual add and bias
+// The CUDA kernel-table entry of the residual family (core/kernels/residual.hpp): residual add and bias
 // broadcast one thread per element, the bias gradient one thread per column.
 #include "core/kernels/cuda/launch.cuh"
+#include "core/kernels/kernel_table.hpp"
 #include "core/kernels/residual.hpp"
 
 namespace shardlab::cuda {
@@ -24,8 +25,6 @@ __global__ void bias_backward_kernel(float* dbias, const float* dout, int N, int
   SL_GRID_STRIDE(o, OC) bias_grad_col(dbias, dout, N, OC, static_cast<int>(o));
 }
 
-}  // namespace
-
 void residual_forward(Device& dev, float* out, const float* a, const float* b, int64_t n) {
   if (n <= 0) return;
   Launch l(dev);
@@ -47,5 +46,9 @@ void bias_backward(Device& dev, float* dbias, const float* dout, int N, int OC) 
   bias_backward_kernel<<<blocks_for(OC), kThreads, 0, l.stream>>>(dbias, dout, N, OC);
   CUDA_CHECK_LAUNCH();
 }
+
+}  // namespace
+
+const ResidualKernels kResidual = {residual_forward, bias_broadcast, bias_backward};
 
 }  // namespace shardlab::cuda
