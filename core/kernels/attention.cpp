@@ -91,8 +91,7 @@ void softmax_backward(Device&, float* dpre, const float* att, const float* datt,
 }
 
 }  // namespace
-
-const AttentionKernels kAttention = {softmax_forward, softmax_backward};
-
 }  // namespace cpu
+
+const AttentionKernels kCpuAttention = {cpu::softmax_forward, cpu::softmax_backward};
 }  // namespace shardlab

@@ -60,8 +60,7 @@ void backward(Device&, float* dlogits, const float* probs, const int* targets, f
 }
 
 }  // namespace
-
-const CrossEntropyKernels kCrossEntropy = {forward, backward};
-
 }  // namespace cpu
+
+const CrossEntropyKernels kCpuCrossEntropy = {cpu::forward, cpu::backward};
 }  // namespace shardlab

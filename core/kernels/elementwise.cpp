@@ -87,9 +87,9 @@ bool all_finite(Device&, const void* x, DType t, int64_t n) {
 }
 
 }  // namespace
-
-const ElementwiseKernels kElementwise = {fill,        scale,       axpy,      cast_from_f32,
-                                         cast_to_f32, sum_squares, all_finite};
-
 }  // namespace cpu
+
+const ElementwiseKernels kCpuElementwise = {cpu::fill,          cpu::scale,       cpu::axpy,
+                                            cpu::cast_from_f32, cpu::cast_to_f32, cpu::sum_squares,
+                                            cpu::all_finite};
 }  // namespace shardlab

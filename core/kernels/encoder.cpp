@@ -51,8 +51,7 @@ void backward(Device&, float* dwte, float* dwpe, const float* dout, const int* t
 }
 
 }  // namespace
-
-const EncoderKernels kEncoder = {forward, backward};
-
 }  // namespace cpu
+
+const EncoderKernels kCpuEncoder = {cpu::forward, cpu::backward};
 }  // namespace shardlab

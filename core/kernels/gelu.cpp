@@ -27,8 +27,7 @@ void backward(Device&, float* dx, const float* x, const float* dout, int64_t n) 
 }
 
 }  // namespace
-
-const GeluKernels kGelu = {forward, backward};
-
 }  // namespace cpu
+
+const GeluKernels kCpuGelu = {cpu::forward, cpu::backward};
 }  // namespace shardlab

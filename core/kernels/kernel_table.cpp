@@ -8,10 +8,9 @@ namespace shardlab {
 namespace {
 
 // Addresses only: constant-initialised, so usable before main like any kernel.
-const KernelTable kCpuKernels = {
-    "cpu",          &cpu::kAttention, &cpu::kCrossEntropy, &cpu::kElementwise, &cpu::kEncoder,
-    &cpu::kGelu,    &cpu::kLayerNorm, &cpu::kOptim,        &cpu::kResidual,
-};
+const KernelTable kCpuKernels = {"cpu",           &kCpuAttention, &kCpuCrossEntropy,
+                                 &kCpuElementwise, &kCpuEncoder,   &kCpuGelu,
+                                 &kCpuLayerNorm,   &kCpuOptim,     &kCpuResidual};
 
 }  // namespace
 

@@ -4,8 +4,8 @@
 // (layernorm_forward, ...) check what holds on every device and call through kernel_table(dev),
 // the one place kernels look at the device kind.
 //
-// Adding a device: its kernels beside each family (kernels/<device>/<family>.*, each defining the
-// family's entry in namespace shardlab::<device>), its entries declared below, its table (as
+// Adding a device: its kernels beside each family (kernels/<device>/<family>.*, each ending with
+// the family's entry), their names added to the declarations below, its table (as
 // kernels/cuda/kernel_table.cpp) and a case in kernel_table(). No kernel function changes.
 #pragma once
 
@@ -43,27 +43,15 @@ const KernelTable& cpu_kernel_table();
 // (where no CUDA device can exist either).
 const KernelTable& cuda_kernel_table();
 
-// Each device's entries, defined at the end of its family files.
-namespace cpu {
-extern const AttentionKernels kAttention;
-extern const CrossEntropyKernels kCrossEntropy;
-extern const ElementwiseKernels kElementwise;
-extern const EncoderKernels kEncoder;
-extern const GeluKernels kGelu;
-extern const LayerNormKernels kLayerNorm;
-extern const OptimKernels kOptim;
-extern const ResidualKernels kResidual;
-}  // namespace cpu
-
-namespace cuda {  // built with SHARDLAB_CUDA only
-extern const AttentionKernels kAttention;
-extern const CrossEntropyKernels kCrossEntropy;
-extern const ElementwiseKernels kElementwise;
-extern const EncoderKernels kEncoder;
-extern const GeluKernels kGelu;
-extern const LayerNormKernels kLayerNorm;
-extern const OptimKernels kOptim;
-extern const ResidualKernels kResidual;
-}  // namespace cuda
+// Each family's entry on each device: kCpu<Family> at the end of kernels/<family>.cpp,
+// kCuda<Family> at the end of kernels/cuda/<family>.cu (built with SHARDLAB_CUDA only).
+extern const AttentionKernels kCpuAttention, kCudaAttention;
+extern const CrossEntropyKernels kCpuCrossEntropy, kCudaCrossEntropy;
+extern const ElementwiseKernels kCpuElementwise, kCudaElementwise;
+extern const EncoderKernels kCpuEncoder, kCudaEncoder;
+extern const GeluKernels kCpuGelu, kCudaGelu;
+extern const LayerNormKernels kCpuLayerNorm, kCudaLayerNorm;
+extern const OptimKernels kCpuOptim, kCudaOptim;
+extern const ResidualKernels kCpuResidual, kCudaResidual;
 
 }  // namespace shardlab

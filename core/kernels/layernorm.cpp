@@ -41,8 +41,7 @@ void backward(Device&, float* dx, float* dweight, float* dbias, const float* dou
 }
 
 }  // namespace
-
-const LayerNormKernels kLayerNorm = {forward, backward};
-
 }  // namespace cpu
+
+const LayerNormKernels kCpuLayerNorm = {cpu::forward, cpu::backward};
 }  // namespace shardlab

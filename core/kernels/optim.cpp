@@ -47,8 +47,7 @@ void sgd(Device&, float* param, const float* grad, float* momentum_buf, int64_t 
 }
 
 }  // namespace
-
-const OptimKernels kOptim = {adamw, sgd};
-
 }  // namespace cpu
+
+const OptimKernels kCpuOptim = {cpu::adamw, cpu::sgd};
 }  // namespace shardlab

@@ -46,8 +46,7 @@ void bias_grad(Device&, float* dbias, const float* dout, int N, int OC) {
 }
 
 }  // namespace
-
-const ResidualKernels kResidual = {forward, broadcast, bias_grad};
-
 }  // namespace cpu
+
+const ResidualKernels kCpuResidual = {cpu::forward, cpu::broadcast, cpu::bias_grad};
 }  // namespace shardlab

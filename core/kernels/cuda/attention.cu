@@ -1,10 +1,11 @@
-// The CUDA kernel-table entry of the causal attention softmax (core/kernels/attention.hpp): one thread per
+// CUDA launchers of the causal attention softmax (core/kernels/attention.hpp): one thread per
 // (head, query) row of T scores. The QK^T and PV products are gemm_batched calls on cuBLAS.
 #include "core/kernels/attention.hpp"
 #include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/kernel_table.hpp"
 
-namespace shardlab::cuda {
+namespace shardlab {
+namespace cuda {
 
 namespace {
 
@@ -38,7 +39,9 @@ void attention_softmax_backward(Device& dev, float* dpre, const float* att, cons
 }
 
 }  // namespace
+}  // namespace cuda
 
-const AttentionKernels kAttention = {attention_softmax_forward, attention_softmax_backward};
+const AttentionKernels kCudaAttention = {cuda::attention_softmax_forward,
+                                         cuda::attention_softmax_backward};
 
-}  // namespace shardlab::cuda
+}  // namespace shardlab

@@ -1,11 +1,12 @@
-// The CUDA kernel-table entry of softmax + cross-entropy (core/kernels/crossentropy.hpp): one thread per row
+// CUDA launchers of softmax + cross-entropy (core/kernels/crossentropy.hpp): one thread per row
 // of V logits. A target outside [0, V) cannot throw on the GPU: its loss becomes NaN (and its
 // gradient row NaN), which the trainer's loss check reports.
 #include "core/kernels/crossentropy.hpp"
 #include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/kernel_table.hpp"
 
-namespace shardlab::cuda {
+namespace shardlab {
+namespace cuda {
 
 namespace {
 
@@ -56,7 +57,9 @@ void crossentropy_backward(Device& dev, float* dlogits, const float* probs, cons
 }
 
 }  // namespace
+}  // namespace cuda
 
-const CrossEntropyKernels kCrossEntropy = {crossentropy_forward, crossentropy_backward};
+const CrossEntropyKernels kCudaCrossEntropy = {cuda::crossentropy_forward,
+                                               cuda::crossentropy_backward};
 
-}  // namespace shardlab::cuda
+}  // namespace shardlab

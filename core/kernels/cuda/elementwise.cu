@@ -1,4 +1,4 @@
-// The CUDA kernel-table entry of the element-wise array kernels (core/kernels/elementwise.hpp).
+// CUDA launchers of the element-wise array kernels (core/kernels/elementwise.hpp).
 #include <cmath>
 #include <vector>
 
@@ -6,7 +6,8 @@
 #include "core/kernels/elementwise.hpp"
 #include "core/kernels/kernel_table.hpp"
 
-namespace shardlab::cuda {
+namespace shardlab {
+namespace cuda {
 
 namespace {
 
@@ -106,8 +107,10 @@ bool all_finite(Device& dev, const void* x, DType t, int64_t n) {
 }
 
 }  // namespace
+}  // namespace cuda
 
-const ElementwiseKernels kElementwise = {fill_array,  scale_array, axpy,      cast_from_f32,
-                                         cast_to_f32, sum_squares, all_finite};
+const ElementwiseKernels kCudaElementwise = {
+    cuda::fill_array,  cuda::scale_array, cuda::axpy,      cuda::cast_from_f32,
+    cuda::cast_to_f32, cuda::sum_squares, cuda::all_finite};
 
-}  // namespace shardlab::cuda
+}  // namespace shardlab

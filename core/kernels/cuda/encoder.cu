@@ -1,4 +1,4 @@
-// The CUDA kernel-table entry of the token + position embedding (core/kernels/encoder.hpp).
+// CUDA launchers of the token + position embedding (core/kernels/encoder.hpp).
 // Forward: one thread per (b, t) row. Backward: the CPU loop adds rows into the tables in row
 // order; here each thread owns table entries and adds the same values in the same order, so the
 // GPU gradients are bit-identical to the CPU's and need no atomics:
@@ -9,7 +9,8 @@
 #include "core/kernels/encoder.hpp"
 #include "core/kernels/kernel_table.hpp"
 
-namespace shardlab::cuda {
+namespace shardlab {
+namespace cuda {
 
 namespace {
 
@@ -75,7 +76,8 @@ void encoder_backward(Device& dev, float* dwte, float* dwpe, const float* dout, 
 }
 
 }  // namespace
+}  // namespace cuda
 
-const EncoderKernels kEncoder = {encoder_forward, encoder_backward};
+const EncoderKernels kCudaEncoder = {cuda::encoder_forward, cuda::encoder_backward};
 
-}  // namespace shardlab::cuda
+}  // namespace shardlab

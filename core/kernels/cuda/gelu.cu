@@ -1,9 +1,10 @@
-// The CUDA kernel-table entry of GELU (core/kernels/gelu.hpp): one thread per element.
+// CUDA launchers of GELU (core/kernels/gelu.hpp): one thread per element.
 #include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/gelu.hpp"
 #include "core/kernels/kernel_table.hpp"
 
-namespace shardlab::cuda {
+namespace shardlab {
+namespace cuda {
 
 namespace {
 
@@ -31,7 +32,8 @@ void gelu_backward(Device& dev, float* dx, const float* x, const float* dout, in
 }
 
 }  // namespace
+}  // namespace cuda
 
-const GeluKernels kGelu = {gelu_forward, gelu_backward};
+const GeluKernels kCudaGelu = {cuda::gelu_forward, cuda::gelu_backward};
 
-}  // namespace shardlab::cuda
+}  // namespace shardlab

@@ -5,10 +5,9 @@ namespace shardlab {
 
 namespace {
 
-const KernelTable kCudaKernels = {
-    "cuda",          &cuda::kAttention, &cuda::kCrossEntropy, &cuda::kElementwise, &cuda::kEncoder,
-    &cuda::kGelu,    &cuda::kLayerNorm, &cuda::kOptim,        &cuda::kResidual,
-};
+const KernelTable kCudaKernels = {"cuda",          &kCudaAttention, &kCudaCrossEntropy,
+                                  &kCudaElementwise, &kCudaEncoder,  &kCudaGelu,
+                                  &kCudaLayerNorm,   &kCudaOptim,    &kCudaResidual};
 
 }  // namespace
 

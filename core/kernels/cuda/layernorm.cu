@@ -1,10 +1,11 @@
-// The CUDA kernel-table entry of LayerNorm (core/kernels/layernorm.hpp): one thread per row for the row math,
+// CUDA launchers of LayerNorm (core/kernels/layernorm.hpp): one thread per row for the row math,
 // one thread per column for the weight and bias gradients (a sum over rows, no atomics).
 #include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/kernel_table.hpp"
 #include "core/kernels/layernorm.hpp"
 
-namespace shardlab::cuda {
+namespace shardlab {
+namespace cuda {
 
 namespace {
 
@@ -55,7 +56,8 @@ void layernorm_backward(Device& dev, float* dx, float* dweight, float* dbias, co
 }
 
 }  // namespace
+}  // namespace cuda
 
-const LayerNormKernels kLayerNorm = {layernorm_forward, layernorm_backward};
+const LayerNormKernels kCudaLayerNorm = {cuda::layernorm_forward, cuda::layernorm_backward};
 
-}  // namespace shardlab::cuda
+}  // namespace shardlab

@@ -1,10 +1,11 @@
-// The CUDA kernel-table entry of the optimizer updates (core/kernels/optim.hpp): one thread per element of the
+// CUDA launchers of the optimizer updates (core/kernels/optim.hpp): one thread per element of the
 // rank's flat shard, the same adamw_elem / sgd_elem as the CPU loop.
 #include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/kernel_table.hpp"
 #include "core/kernels/optim.hpp"
 
-namespace shardlab::cuda {
+namespace shardlab {
+namespace cuda {
 
 namespace {
 
@@ -45,7 +46,8 @@ void sgd_update(Device& dev, float* param, const float* grad, float* momentum_bu
 }
 
 }  // namespace
+}  // namespace cuda
 
-const OptimKernels kOptim = {adamw_update, sgd_update};
+const OptimKernels kCudaOptim = {cuda::adamw_update, cuda::sgd_update};
 
-}  // namespace shardlab::cuda
+}  // namespace shardlab

@@ -1,10 +1,11 @@
-// The CUDA kernel-table entry of the residual family (core/kernels/residual.hpp): residual add and bias
+// CUDA launchers of the residual family (core/kernels/residual.hpp): residual add and bias
 // broadcast one thread per element, the bias gradient one thread per column.
 #include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/kernel_table.hpp"
 #include "core/kernels/residual.hpp"
 
-namespace shardlab::cuda {
+namespace shardlab {
+namespace cuda {
 
 namespace {
 
@@ -48,7 +49,9 @@ void bias_backward(Device& dev, float* dbias, const float* dout, int N, int OC) 
 }
 
 }  // namespace
+}  // namespace cuda
 
-const ResidualKernels kResidual = {residual_forward, bias_broadcast, bias_backward};
+const ResidualKernels kCudaResidual = {cuda::residual_forward, cuda::bias_broadcast,
+                                       cuda::bias_backward};
 
-}  // namespace shardlab::cuda
+}  // namespace shardlab
