@@ -23,6 +23,7 @@
 #include "core/checkpoint/load.hpp"
 #include "core/checkpoint/save.hpp"
 #include "core/checkpoint/ckpt_shard.hpp"
+#include "core/fsdp/flat_param.hpp"  // round_up
 #include "core/model/config.hpp"
 #include "core/model/params.hpp"
 
@@ -157,7 +158,7 @@ inline RankHolding make_holding(const FullState& full, int r, int group, bool fu
     CkptShard s;
     s.unit = u;
     s.tensors = unit_tensors(full.layouts[u]);
-    s.padded_numel = padded_size(full.layouts[u].numel, group);
+    s.padded_numel = round_up(full.layouts[u].numel, group);
     auto range = full_range ? std::make_pair<int64_t, int64_t>(0, int64_t(s.padded_numel))
                             : shard_range(s.padded_numel, r, group);
     s.begin = range.first;

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -17,15 +16,10 @@ namespace shardlab {
 
 // {"vocab_size": 256, "max_seq_len": 64, "n_layer": 2, "n_head": 2, "n_embd": 64}
 nlohmann::json gpt_config_json(const GPTConfig& cfg);
-// The inverse; IoError naming `where` and the field when one is missing or not an integer.
-GPTConfig gpt_config_from_json(const nlohmann::json& j, const std::string& where);
 
 inline std::vector<CkptTensor> unit_tensors(const UnitLayout& layout) {
   return to_ckpt_tensors(layout.entries);
 }
-
-// numel rounded up to a multiple of `group` (the padded flat size under a shard group of that size).
-inline int64_t padded_size(int64_t numel, int group) { return (numel + group - 1) / group * group; }
 
 // Shard r of `group` over a padded buffer: [r * S, (r + 1) * S) with S = padded / group.
 inline std::pair<int64_t, int64_t> shard_range(int64_t padded, int r, int group) {

@@ -163,15 +163,6 @@ const std::vector<CollectiveRow>& collective_table() {
   return table;
 }
 
-const CollectiveRow& collective_row(const std::string& name) {
-  std::string names;
-  for (const CollectiveRow& r : collective_table()) {
-    if (name == r.name) return r;
-    names += (names.empty() ? "" : ", ") + std::string(r.name);
-  }
-  SL_THROW(InvalidArgument, "unknown collective '", name, "' (expected one of ", names, ")");
-}
-
 CollectiveBuffers make_collective_buffers(const CollectiveRow& row, Device& device, int n,
                                           int rank, int64_t count, DType t, bool in_place,
                                           ReduceOp op, int root) {

@@ -46,8 +46,6 @@ struct CollectiveRow {
 
 // all_gather, reduce_scatter, all_reduce, broadcast.
 const std::vector<CollectiveRow>& collective_table();
-// The row called `name`; throws InvalidArgument listing the names otherwise.
-const CollectiveRow& collective_row(const std::string& name);
 
 // Buffers for one call of `row` on `device` (category workspace), not yet initialised.
 CollectiveBuffers make_collective_buffers(const CollectiveRow& row, Device& device, int n,

@@ -1,4 +1,4 @@
-// Names, traffic formulas, argument checks and trace spans shared by the communicator backends.
+// Names, argument checks, carried errors and trace spans shared by the communicator backends.
 #include "core/comm/comm_common.hpp"
 
 #include <exception>
@@ -21,22 +21,6 @@ const char* comm_op_name(CommOp op) {
     case CommOp::split: return "split";
   }
   return "?";
-}
-
-void add_traffic(Communicator::Traffic& t, CommOp op, int64_t count, DType dtype, int n) {
-  const int64_t b = count * static_cast<int64_t>(dtype_size(dtype));
-  switch (op) {
-    case CommOp::all_gather: t.all_gather += b * (n - 1); break;
-    case CommOp::reduce_scatter: t.reduce_scatter += b * (n - 1); break;
-    case CommOp::all_reduce: t.all_reduce += 2 * b * (n - 1) / n; break;
-    case CommOp::broadcast: t.broadcast += b; break;
-    default: break;
-  }
-}
-
-int64_t collective_bytes(CommOp op, int64_t count, DType dtype, int n) {
-  const int64_t b = count * static_cast<int64_t>(dtype_size(dtype));
-  return (op == CommOp::all_gather || op == CommOp::reduce_scatter) ? b * n : b;
 }
 
 void check_collective_args(const char* backend, CommOp op, const void* send, const void* recv,

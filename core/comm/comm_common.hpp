@@ -1,6 +1,7 @@
-// What every Communicator backend shares: the collective kinds and their names, the per-rank
-// traffic formulas, argument checks with rank-naming messages, and the trace span a collective
-// reports. Backends include this; users of a communicator need only communicator.hpp.
+// What every Communicator backend shares: the collective kinds and their names, argument checks
+// with rank-naming messages, errors carried between threads, and the trace span a collective
+// reports. The byte formulas are in traffic.hpp. Backends include both; users of a communicator
+// need only communicator.hpp.
 #pragma once
 
 #include <cstdint>
@@ -12,13 +13,6 @@ namespace shardlab {
 
 enum class CommOp : uint8_t { all_gather, reduce_scatter, all_reduce, broadcast, barrier, split };
 const char* comm_op_name(CommOp op);
-
-// Bytes this rank sends with a ring algorithm (see Communicator::Traffic), added to `t`.
-void add_traffic(Communicator::Traffic& t, CommOp op, int64_t count, DType dtype, int n);
-
-// The collective's size as nccl-tests define it: the larger of the two buffers
-// (all_gather: recv, reduce_scatter: send, all_reduce and broadcast: the buffer).
-int64_t collective_bytes(CommOp op, int64_t count, DType dtype, int n);
 
 // Throws InvalidArgument naming the rank and op when count < 0 or a buffer is null with count > 0.
 void check_collective_args(const char* backend, CommOp op, const void* send, const void* recv,

@@ -25,6 +25,7 @@
 #include "core/comm/comm_common.hpp"
 #include "core/comm/flight_recorder.hpp"
 #include "core/comm/reduce.hpp"
+#include "core/comm/traffic.hpp"
 #include "core/trace/recorder.hpp"
 
 namespace shardlab {

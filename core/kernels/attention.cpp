@@ -1,30 +1,21 @@
-// Causal self-attention: the softmax CPU loops, and forward/backward composed of gemm_batched
-// calls on strided per-head views of qkv (see attention.hpp for the layout).
+// Causal self-attention: forward/backward composed of gemm_batched calls on strided per-head
+// views of qkv (see attention.hpp for the layout) and the softmax kernels, which run on any device
+// through its kernel table; then the softmax CPU loops.
 #include "core/kernels/attention.hpp"
 
 #include <cmath>
 
+#include "core/kernels/kernel_table.hpp"
+
 namespace shardlab {
 
 void attention_softmax_forward(Device& dev, float* att, int BH, int T) {
-#if SHARDLAB_WITH_CUDA
-  if (dev.kind() == DeviceKind::cuda) return cuda::attention_softmax_forward(dev, att, BH, T);
-#endif
-  (void)dev;
-  for (int64_t r = 0; r < static_cast<int64_t>(BH) * T; ++r)
-    attention_softmax_row(att + r * T, static_cast<int>(r % T), T);
+  kernel_table(dev).attention->softmax_forward(dev, att, BH, T);
 }
 
 void attention_softmax_backward(Device& dev, float* dpre, const float* att, const float* datt,
                                 int BH, int T) {
-#if SHARDLAB_WITH_CUDA
-  if (dev.kind() == DeviceKind::cuda)
-    return cuda::attention_softmax_backward(dev, dpre, att, datt, BH, T);
-#endif
-  (void)dev;
-  for (int64_t r = 0; r < static_cast<int64_t>(BH) * T; ++r)
-    attention_softmax_backward_row(dpre + r * T, att + r * T, datt + r * T, static_cast<int>(r % T),
-                                   T);
+  kernel_table(dev).attention->softmax_backward(dev, dpre, att, datt, BH, T);
 }
 
 void attention_forward(Device& dev, float* out, float* att, const float* qkv, int B, int T, int C,
@@ -82,4 +73,25 @@ void attention_backward(Device& dev, float* dqkv, const float* dout, const float
   }
 }
 
+// ---- CPU --------------------------------------------------------------------------------------
+
+namespace cpu {
+namespace {
+
+// Row r of the (BH, T, T) tensor is query position r % T.
+void softmax_forward(Device&, float* att, int BH, int T) {
+  for (int64_t r = 0; r < static_cast<int64_t>(BH) * T; ++r)
+    attention_softmax_row(att + r * T, static_cast<int>(r % T), T);
+}
+
+void softmax_backward(Device&, float* dpre, const float* att, const float* datt, int BH, int T) {
+  for (int64_t r = 0; r < static_cast<int64_t>(BH) * T; ++r)
+    attention_softmax_backward_row(dpre + r * T, att + r * T, datt + r * T, static_cast<int>(r % T),
+                                   T);
+}
+
+}  // namespace
+}  // namespace cpu
+
+const AttentionKernels kCpuAttention = {cpu::softmax_forward, cpu::softmax_backward};
 }  // namespace shardlab

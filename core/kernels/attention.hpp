@@ -51,12 +51,12 @@ void attention_backward(Device& dev, float* dqkv /* (B, T, 3C) */,
                         const float* dout /* (B, T, C) */, const float* qkv /* (B, T, 3C) */,
                         const float* att /* (B, NH, T, T) */, int B, int T, int C, int NH);
 
-#if SHARDLAB_WITH_CUDA
-namespace cuda {
-void attention_softmax_forward(Device& dev, float* att, int BH, int T);
-void attention_softmax_backward(Device& dev, float* dpre, const float* att, const float* datt,
-                                int BH, int T);
-}  // namespace cuda
-#endif
+// This family's entry in a device's kernel table (kernel_table.hpp): the softmax rows; the
+// products are Device::gemm_batched.
+struct AttentionKernels {
+  void (*softmax_forward)(Device& dev, float* att, int BH, int T);
+  void (*softmax_backward)(Device& dev, float* dpre, const float* att, const float* datt, int BH,
+                           int T);
+};
 
 }  // namespace shardlab

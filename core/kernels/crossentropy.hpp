@@ -47,13 +47,11 @@ void crossentropy_backward(Device& dev, float* dlogits /* (N, V) */,
 // The mean of losses, on the host (accumulated in double).
 float mean_loss(Device& dev, const float* losses /* (N) */, int N);
 
-#if SHARDLAB_WITH_CUDA
-namespace cuda {
-void crossentropy_forward(Device& dev, float* probs, float* losses, const int* targets, int N,
-                          int V);
-void crossentropy_backward(Device& dev, float* dlogits, const float* probs, const int* targets,
-                           float dloss, int N, int V);
-}  // namespace cuda
-#endif
+// This family's entry in a device's kernel table (kernel_table.hpp).
+struct CrossEntropyKernels {
+  void (*forward)(Device& dev, float* probs, float* losses, const int* targets, int N, int V);
+  void (*backward)(Device& dev, float* dlogits, const float* probs, const int* targets,
+                   float dloss, int N, int V);
+};
 
 }  // namespace shardlab

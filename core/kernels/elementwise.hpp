@@ -29,15 +29,16 @@ double sum_squares(Device& dev, const float* x, int64_t n);
 // stay far below the double's 2^1024).
 bool all_finite(Device& dev, const void* x, DType t, int64_t n);
 
-#if SHARDLAB_WITH_CUDA
-namespace cuda {
-void fill_array(Device& dev, float* x, float value, int64_t n);
-void scale_array(Device& dev, float* x, float s, int64_t n);
-void axpy(Device& dev, float* y, float a, const float* x, int64_t n);
-void cast_from_f32(Device& dev, void* dst, DType dst_type, const float* src, int64_t n);
-void cast_to_f32(Device& dev, float* dst, const void* src, DType src_type, int64_t n);
-double sum_squares(Device& dev, const float* x, int64_t n);
-}  // namespace cuda
-#endif
+// This family's entry in a device's kernel table (kernel_table.hpp). The casts are never
+// called with f32 (the public functions copy then).
+struct ElementwiseKernels {
+  void (*fill)(Device& dev, float* x, float value, int64_t n);
+  void (*scale)(Device& dev, float* x, float s, int64_t n);
+  void (*axpy)(Device& dev, float* y, float a, const float* x, int64_t n);
+  void (*cast_from_f32)(Device& dev, void* dst, DType dst_type, const float* src, int64_t n);
+  void (*cast_to_f32)(Device& dev, float* dst, const void* src, DType src_type, int64_t n);
+  double (*sum_squares)(Device& dev, const float* x, int64_t n);
+  bool (*all_finite)(Device& dev, const void* x, DType t, int64_t n);
+};
 
 }  // namespace shardlab

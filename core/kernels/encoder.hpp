@@ -35,13 +35,12 @@ void encoder_backward(Device& dev, float* dwte /* (V, C) */, float* dwpe /* (max
                       const float* dout /* (B, T, C) */, const int* tokens /* (B, T) */, int B,
                       int T, int C, int V);
 
-#if SHARDLAB_WITH_CUDA
-namespace cuda {
-void encoder_forward(Device& dev, float* out, const int* tokens, const float* wte, const float* wpe,
-                     int B, int T, int C, int V);
-void encoder_backward(Device& dev, float* dwte, float* dwpe, const float* dout, const int* tokens,
-                      int B, int T, int C, int V);
-}  // namespace cuda
-#endif
+// This family's entry in a device's kernel table (kernel_table.hpp).
+struct EncoderKernels {
+  void (*forward)(Device& dev, float* out, const int* tokens, const float* wte, const float* wpe,
+                  int B, int T, int C, int V);
+  void (*backward)(Device& dev, float* dwte, float* dwpe, const float* dout, const int* tokens,
+                   int B, int T, int C, int V);
+};
 
 }  // namespace shardlab

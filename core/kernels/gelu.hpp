@@ -36,11 +36,10 @@ void gelu_forward(Device& dev, float* out /* (n) */, const float* x /* (n) */, i
 void gelu_backward(Device& dev, float* dx /* (n) */, const float* x /* (n) */,
                    const float* dout /* (n) */, int64_t n);
 
-#if SHARDLAB_WITH_CUDA
-namespace cuda {
-void gelu_forward(Device& dev, float* out, const float* x, int64_t n);
-void gelu_backward(Device& dev, float* dx, const float* x, const float* dout, int64_t n);
-}  // namespace cuda
-#endif
+// This family's entry in a device's kernel table (kernel_table.hpp).
+struct GeluKernels {
+  void (*forward)(Device& dev, float* out, const float* x, int64_t n);
+  void (*backward)(Device& dev, float* dx, const float* x, const float* dout, int64_t n);
+};
 
 }  // namespace shardlab

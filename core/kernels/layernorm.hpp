@@ -82,14 +82,13 @@ void layernorm_backward(Device& dev, float* dx /* (N, C) */, float* dweight /* (
                         const float* x /* (N, C) */, const float* weight /* (C) */,
                         const float* mean /* (N) */, const float* rstd /* (N) */, int N, int C);
 
-#if SHARDLAB_WITH_CUDA
-namespace cuda {
-void layernorm_forward(Device& dev, float* out, float* mean, float* rstd, const float* x,
-                       const float* weight, const float* bias, int N, int C);
-void layernorm_backward(Device& dev, float* dx, float* dweight, float* dbias, const float* dout,
-                        const float* x, const float* weight, const float* mean, const float* rstd,
-                        int N, int C);
-}  // namespace cuda
-#endif
+// This family's entry in a device's kernel table (kernel_table.hpp).
+struct LayerNormKernels {
+  void (*forward)(Device& dev, float* out, float* mean, float* rstd, const float* x,
+                  const float* weight, const float* bias, int N, int C);
+  void (*backward)(Device& dev, float* dx, float* dweight, float* dbias, const float* dout,
+                   const float* x, const float* weight, const float* mean, const float* rstd,
+                   int N, int C);
+};
 
 }  // namespace shardlab

@@ -44,15 +44,14 @@ void adamw_update(Device& dev, float* param, const float* grad, float* m, float*
 void sgd_update(Device& dev, float* param, const float* grad, float* momentum_buf, int64_t n,
                 float lr, float momentum, float weight_decay);
 
-#if SHARDLAB_WITH_CUDA
-namespace cuda {
-// bc1 = 1 - beta1^t, bc2 = 1 - beta2^t, computed on the host by adamw_update.
-void adamw_update(Device& dev, float* param, const float* grad, float* m, float* v, int64_t n,
-                  float lr, float beta1, float beta2, float eps, float weight_decay, float bc1,
-                  float bc2);
-void sgd_update(Device& dev, float* param, const float* grad, float* momentum_buf, int64_t n,
-                float lr, float momentum, float weight_decay);
-}  // namespace cuda
-#endif
+// This family's entry in a device's kernel table (kernel_table.hpp). AdamW gets the
+// bias corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t, computed once on the host by adamw_update.
+struct OptimKernels {
+  void (*adamw)(Device& dev, float* param, const float* grad, float* m, float* v, int64_t n,
+                float lr, float beta1, float beta2, float eps, float weight_decay, float bc1,
+                float bc2);
+  void (*sgd)(Device& dev, float* param, const float* grad, float* momentum_buf, int64_t n,
+              float lr, float momentum, float weight_decay);
+};
 
 }  // namespace shardlab

@@ -1,22 +1,33 @@
-// CPU loops of the residual add, bias broadcast and bias gradient.
+// The residual family (residual add, bias broadcast, bias gradient) on any device through its
+// kernel table, and the CPU loops.
 #include "core/kernels/residual.hpp"
+
+#include "core/kernels/kernel_table.hpp"
 
 namespace shardlab {
 
 void residual_forward(Device& dev, float* out, const float* a, const float* b, int64_t n) {
-#if SHARDLAB_WITH_CUDA
-  if (dev.kind() == DeviceKind::cuda) return cuda::residual_forward(dev, out, a, b, n);
-#endif
-  (void)dev;
-  for (int64_t i = 0; i < n; ++i) out[i] = residual_elem(a[i], b[i]);
+  kernel_table(dev).residual->forward(dev, out, a, b, n);
 }
 
 void bias_broadcast(Device& dev, float* out, const float* bias, int N, int OC, bool accumulate) {
-#if SHARDLAB_WITH_CUDA
-  if (dev.kind() == DeviceKind::cuda)
-    return cuda::bias_broadcast(dev, out, bias, N, OC, accumulate);
-#endif
-  (void)dev;
+  kernel_table(dev).residual->bias_broadcast(dev, out, bias, N, OC, accumulate);
+}
+
+void bias_backward(Device& dev, float* dbias, const float* dout, int N, int OC) {
+  kernel_table(dev).residual->bias_backward(dev, dbias, dout, N, OC);
+}
+
+// ---- CPU --------------------------------------------------------------------------------------
+
+namespace cpu {
+namespace {
+
+void forward(Device&, float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = residual_elem(a[i], b[i]);
+}
+
+void broadcast(Device&, float* out, const float* bias, int N, int OC, bool accumulate) {
   for (int i = 0; i < N; ++i) {
     float* row = out + static_cast<int64_t>(i) * OC;
     if (accumulate)
@@ -26,16 +37,16 @@ void bias_broadcast(Device& dev, float* out, const float* bias, int N, int OC, b
   }
 }
 
-void bias_backward(Device& dev, float* dbias, const float* dout, int N, int OC) {
-#if SHARDLAB_WITH_CUDA
-  if (dev.kind() == DeviceKind::cuda) return cuda::bias_backward(dev, dbias, dout, N, OC);
-#endif
-  (void)dev;
-  // Row by row rather than bias_grad_col's column walk: the same sums, read contiguously.
+// Row by row rather than bias_grad_col's column walk: the same sums, read contiguously.
+void bias_grad(Device&, float* dbias, const float* dout, int N, int OC) {
   for (int i = 0; i < N; ++i) {
     const float* row = dout + static_cast<int64_t>(i) * OC;
     for (int o = 0; o < OC; ++o) dbias[o] += row[o];
   }
 }
 
+}  // namespace
+}  // namespace cpu
+
+const ResidualKernels kCpuResidual = {cpu::forward, cpu::broadcast, cpu::bias_grad};
 }  // namespace shardlab

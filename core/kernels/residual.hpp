@@ -26,12 +26,12 @@ void bias_broadcast(Device& dev, float* out /* (N, OC) */, const float* bias /* 
 void bias_backward(Device& dev, float* dbias /* (OC) */, const float* dout /* (N, OC) */, int N,
                    int OC);
 
-#if SHARDLAB_WITH_CUDA
-namespace cuda {
-void residual_forward(Device& dev, float* out, const float* a, const float* b, int64_t n);
-void bias_broadcast(Device& dev, float* out, const float* bias, int N, int OC, bool accumulate);
-void bias_backward(Device& dev, float* dbias, const float* dout, int N, int OC);
-}  // namespace cuda
-#endif
+// This family's entry in a device's kernel table (kernel_table.hpp).
+struct ResidualKernels {
+  void (*forward)(Device& dev, float* out, const float* a, const float* b, int64_t n);
+  void (*bias_broadcast)(Device& dev, float* out, const float* bias, int N, int OC,
+                         bool accumulate);
+  void (*bias_backward)(Device& dev, float* dbias, const float* dout, int N, int OC);
+};
 
 }  // namespace shardlab

@@ -146,12 +146,6 @@ void MemoryTracker::set_listener(Listener l) {
   std::lock_guard<std::mutex> lock(mu_);
   listener_ = std::move(l);
 }
-void MemoryTracker::reset_peaks() {
-  std::lock_guard<std::mutex> lock(mu_);
-  peak_ = cur_;
-  peak_total_ = total_;
-  at_peak_ = cur_;
-}
 
 std::string MemoryTracker::breakdown() const {
   std::lock_guard<std::mutex> lock(mu_);

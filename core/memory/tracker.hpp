@@ -77,8 +77,6 @@ class MemoryTracker {
   void set_capacity(int64_t bytes) { capacity_ = bytes; }
   int rank() const { return rank_; }
   void set_listener(Listener l);
-  // Peaks restart from the current values (for per-phase peaks).
-  void reset_peaks();
 
   // "params 1.2 MiB, grads ..." of the current state.
   std::string breakdown() const;

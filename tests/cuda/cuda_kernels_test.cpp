@@ -12,6 +12,7 @@
 #include "core/kernels/elementwise.hpp"
 #include "core/kernels/encoder.hpp"
 #include "core/kernels/gelu.hpp"
+#include "core/kernels/kernel_table.hpp"
 #include "core/kernels/layernorm.hpp"
 #include "core/kernels/linear.hpp"
 #include "core/kernels/optim.hpp"
@@ -271,13 +272,14 @@ TEST_F(CudaKernels, AdamWAndSgdSteps) {
   EXPECT_LT(max_rel_error(down(dbuf), buf), 1e-6);
 }
 
-// The launchers refuse a CPU device instead of handing host pointers to a kernel.
+// The CUDA table's launchers refuse a CPU device instead of handing host pointers to a kernel.
 TEST(CudaKernelsDispatch, LaunchersRejectACpuDevice) {
   MemoryTracker tracker(0);
   auto cpu = make_cpu_device(tracker);
   float x[4] = {1, 2, 3, 4};
-  EXPECT_THROW(cuda::gelu_forward(*cpu, x, x, 4), InvalidArgument);
-  EXPECT_THROW(cuda::fill_array(*cpu, x, 0.0f, 4), InvalidArgument);
+  const KernelTable& cuda = cuda_kernel_table();
+  EXPECT_THROW(cuda.gelu->forward(*cpu, x, x, 4), InvalidArgument);
+  EXPECT_THROW(cuda.elementwise->fill(*cpu, x, 0.0f, 4), InvalidArgument);
   EXPECT_EQ(x[0], 1.0f);
 }
 

@@ -12,11 +12,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <initializer_list>
 #include <string>
 #include <thread>
 
+#include "core/comm/comm_common.hpp"
 #include "core/comm/flight_recorder.hpp"
+#include "core/comm/traffic.hpp"
 #include "core/device/cuda/cuda_device.hpp"
 #include "core/trace/nvtx.hpp"
 #include "core/trace/recorder.hpp"
@@ -60,9 +61,9 @@ struct Op {
   int ordinal = 0;
   cudaEvent_t start = nullptr;  // timing events only when traced
   cudaEvent_t end = nullptr;
-  const char* name = "";
-  int unit = -1;
-  int64_t bytes = 0;
+  CommOp kind = CommOp::all_gather;
+  CallInfo info;
+  int64_t bytes = 0;  // collective_bytes, as every backend's span
   DType dtype = DType::f32;
   int64_t t_issue = 0;
   std::atomic<int64_t> t_wait{-1};
@@ -120,56 +121,34 @@ class NcclCommunicator final : public Communicator {
 
   Work all_gather(const void* send, void* recv, int64_t count, DType t, bool async,
                   CallInfo info) override {
-    check_count("all_gather", count);
-    const int64_t bytes = count * static_cast<int64_t>(dtype_size(t));
-    check_device_ptr("all_gather", "send", send, count > 0);
-    check_device_ptr("all_gather", "recv", recv, count > 0);
-    traffic_.all_gather += bytes * (size_ - 1);
-    return issue("all_gather", info, bytes * size_, t, async, {send, recv}, [&] {
+    return issue(CommOp::all_gather, send, recv, count, t, 0, async, info, [&] {
       NCCL_CHECK(ncclAllGather(send, recv, static_cast<size_t>(count), nccl_type(t), comm_,
                                dev_.comm_stream()));
-    }, count == 0);
+    });
   }
 
   Work reduce_scatter(const void* send, void* recv, int64_t count, DType t, ReduceOp op,
                       bool async, CallInfo info) override {
-    check_count("reduce_scatter", count);
-    const int64_t bytes = count * static_cast<int64_t>(dtype_size(t));
-    check_device_ptr("reduce_scatter", "send", send, count > 0);
-    check_device_ptr("reduce_scatter", "recv", recv, count > 0);
-    traffic_.reduce_scatter += bytes * (size_ - 1);
-    return issue("reduce_scatter", info, bytes * size_, t, async, {send, recv}, [&] {
+    return issue(CommOp::reduce_scatter, send, recv, count, t, 0, async, info, [&] {
       NCCL_CHECK(ncclReduceScatter(send, recv, static_cast<size_t>(count), nccl_type(t),
                                    nccl_op(op), comm_, dev_.comm_stream()));
-    }, count == 0);
+    });
   }
 
   Work all_reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op, bool async,
                   CallInfo info) override {
-    check_count("all_reduce", count);
-    const int64_t bytes = count * static_cast<int64_t>(dtype_size(t));
-    check_device_ptr("all_reduce", "send", send, count > 0);
-    check_device_ptr("all_reduce", "recv", recv, count > 0);
-    traffic_.all_reduce += 2 * bytes * (size_ - 1) / size_;
-    return issue("all_reduce", info, bytes, t, async, {send, recv}, [&] {
+    return issue(CommOp::all_reduce, send, recv, count, t, 0, async, info, [&] {
       NCCL_CHECK(ncclAllReduce(send, recv, static_cast<size_t>(count), nccl_type(t), nccl_op(op),
                                comm_, dev_.comm_stream()));
-    }, count == 0);
+    });
   }
 
   Work broadcast(void* buf, int64_t count, DType t, int root, bool async,
                  CallInfo info) override {
-    check_count("broadcast", count);
-    if (root < 0 || root >= size_)
-      SL_THROW(InvalidArgument, "broadcast: root ", root, " is not a rank of this ", size_,
-               "-rank communicator");
-    const int64_t bytes = count * static_cast<int64_t>(dtype_size(t));
-    check_device_ptr("broadcast", "buf", buf, count > 0);
-    traffic_.broadcast += bytes;
-    return issue("broadcast", info, bytes, t, async, {buf, buf}, [&] {
+    return issue(CommOp::broadcast, buf, buf, count, t, root, async, info, [&] {
       NCCL_CHECK(ncclBroadcast(buf, buf, static_cast<size_t>(count), nccl_type(t), root, comm_,
                                dev_.comm_stream()));
-    }, count == 0);
+    });
   }
 
   void barrier() override {
@@ -200,42 +179,47 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  void check_count(const char* op, int64_t count) const {
-    if (count < 0) SL_THROW(InvalidArgument, op, ": negative count ", count);
-  }
-
   // NCCL reads and writes device memory only; a host pointer would fault inside a kernel.
-  void check_device_ptr(const char* op, const char* what, const void* p, bool needed) const {
-    if (!needed) return;
-    if (!p) SL_THROW(InvalidArgument, op, ": ", what, " is null");
+  void check_device_ptr(CommOp op, const char* what, const void* p) const {
+    const char* name = comm_op_name(op);
     cudaPointerAttributes attr{};
     cudaError_t e = cudaPointerGetAttributes(&attr, p);
     if (e != cudaSuccess) {
       cudaGetLastError();
-      SL_THROW(InvalidArgument, op, ": ", what, " is not CUDA memory (", cudaGetErrorString(e),
-               ")");
+      SL_THROW(InvalidArgument, "nccl ", name, ": ", what, " is not CUDA memory (",
+               cudaGetErrorString(e), ")");
     }
     if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
-      SL_THROW(InvalidArgument, op, ": ", what, " is host memory; the nccl backend needs device "
-               "buffers (allocate them with the rank's CUDA device)");
+      SL_THROW(InvalidArgument, "nccl ", name, ": ", what, " is host memory; the nccl backend "
+               "needs device buffers (allocate them with the rank's CUDA device)");
     if (attr.device != dev_.ordinal())
-      SL_THROW(InvalidArgument, op, ": ", what, " lives on GPU ", attr.device,
+      SL_THROW(InvalidArgument, "nccl ", name, ": ", what, " lives on GPU ", attr.device,
                " but this rank's communicator is on GPU ", dev_.ordinal());
   }
 
+  // One collective: the argument checks and byte figures every backend shares (comm_common.hpp,
+  // traffic.hpp), the device-memory checks, then `launch` queued on the comm stream. An empty
+  // call (count 0) is checked and counted but queues nothing.
   template <typename Launch>
-  Work issue(const char* name, CallInfo info, int64_t span_bytes, DType t, bool async,
-             std::initializer_list<const void*> buffers, Launch&& launch, bool empty) {
-    if (empty) return Work();
-    NvtxRange range(name);
+  Work issue(CommOp kind, const void* send, const void* recv, int64_t count, DType t, int root,
+             bool async, CallInfo info, Launch&& launch) {
+    check_collective_args("nccl", kind, send, recv, count, root, size_);
+    if (count > 0) {
+      check_device_ptr(kind, send == recv ? "buf" : "send", send);
+      if (recv != send) check_device_ptr(kind, "recv", recv);
+    }
+    add_traffic(traffic_, kind, count, t, size_);
+    if (count == 0) return Work();
+
+    NvtxRange range(comm_op_name(kind));
     CudaDeviceGuard guard(dev_.ordinal());
     emit_spans(false);
-    const bool traced = recorder_ && recorder_->enabled();
+    const bool traced = tracing(recorder_);
     auto op = std::make_shared<Op>();
     op->ordinal = dev_.ordinal();
-    op->name = name;
-    op->unit = info.unit;
-    op->bytes = span_bytes;
+    op->kind = kind;
+    op->info = info;
+    op->bytes = collective_bytes(kind, count, t, size_);
     op->dtype = t;
     op->t_issue = traced ? trace_now_ns() : 0;
     CUDA_CHECK(cudaEventCreateWithFlags(&op->end, traced ? cudaEventDefault
@@ -246,7 +230,8 @@ class NcclCommunicator final : public Communicator {
     }
 
     dev_.comm_waits_for_compute();
-    for (const void* b : buffers) dev_.record_stream(b, dev_.comm_stream());
+    dev_.record_stream(send, dev_.comm_stream());
+    if (recv != send) dev_.record_stream(recv, dev_.comm_stream());
     if (traced) CUDA_CHECK(cudaEventRecord(op->start, dev_.comm_stream()));
     launch();
     CUDA_CHECK(cudaEventRecord(op->end, dev_.comm_stream()));
@@ -291,14 +276,16 @@ class NcclCommunicator final : public Communicator {
         if (q == cudaErrorNotReady) break;
         CUDA_CHECK(q);
       }
-      if (recorder_) {
+      if (tracing(recorder_)) {
         float to_start = 0.0f, duration = 0.0f;
         CUDA_CHECK(cudaEventElapsedTime(&to_start, anchor_, op.start));
         CUDA_CHECK(cudaEventElapsedTime(&duration, op.start, op.end));
-        const int64_t t_start = anchor_trace_ns(to_start);
-        const int64_t t_end = t_start + static_cast<int64_t>(static_cast<double>(duration) * 1e6);
-        recorder_->span(Lane::comm, op.name, op.unit, op.bytes, op.dtype, op.t_issue, t_start,
-                        t_end, op.t_wait.load());
+        CommTimes times;
+        times.t_issue = op.t_issue;
+        times.t_start = anchor_trace_ns(to_start);
+        times.t_end = times.t_start + static_cast<int64_t>(static_cast<double>(duration) * 1e6);
+        times.t_wait = op.t_wait.load();
+        record_comm_span(recorder_, op.kind, op.info, op.bytes, op.dtype, times);
       }
       pending_.pop_front();
     }

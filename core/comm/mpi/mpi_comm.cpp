@@ -12,6 +12,7 @@
 #include "core/base/error.hpp"
 #include "core/comm/comm_common.hpp"
 #include "core/comm/mpi/mpi_watchdog.hpp"
+#include "core/comm/traffic.hpp"
 
 namespace shardlab {
 

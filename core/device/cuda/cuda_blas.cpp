@@ -17,11 +17,6 @@ cudaDataType cuda_type(DType t) {
   }
 }
 
-void check_ex_types(DType ab, DType c) {
-  SL_CHECK(c == DType::f32 || c == ab, "gemm_ex: C must be f32 or the inputs' dtype (A/B ",
-           dtype_name(ab), ", C ", dtype_name(c), ")");
-}
-
 }  // namespace
 
 void CudaDevice::gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
@@ -44,30 +39,13 @@ void CudaDevice::gemm_batched(bool ta, bool tb, int M, int N, int K, float alpha
 void CudaDevice::gemm_ex(bool ta, bool tb, int M, int N, int K, float alpha, const void* A,
                          int lda, const void* B, int ldb, DType ab, float beta, void* C, int ldc,
                          DType c) {
-  check_ex_types(ab, c);
+  SL_CHECK(c == DType::f32 || c == ab, "gemm_ex: C must be f32 or the inputs' dtype (A/B ",
+           dtype_name(ab), ", C ", dtype_name(c), ")");
   if (M <= 0 || N <= 0) return;
   CudaDeviceGuard guard(ordinal_);
   CUBLAS_CHECK(cublasGemmEx(cublas_, op(tb), op(ta), N, M, K, &alpha, B, cuda_type(ab), ldb, A,
                             cuda_type(ab), lda, &beta, C, cuda_type(c), ldc, CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT));
-}
-
-void CudaDevice::gemm_batched_ex(bool ta, bool tb, int M, int N, int K, float alpha,
-                                 const void* A, int lda, int64_t sa, const void* B, int ldb,
-                                 int64_t sb, DType ab, float beta, void* C, int ldc, int64_t sc,
-                                 DType c, int batch) {
-  check_ex_types(ab, c);
-  if (M <= 0 || N <= 0 || batch <= 0) return;
-  CudaDeviceGuard guard(ordinal_);
-  CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas_, op(tb), op(ta), N, M, K, &alpha, B,
-                                          cuda_type(ab), ldb, sb, A, cuda_type(ab), lda, sa,
-                                          &beta, C, cuda_type(c), ldc, sc, batch,
-                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
-void CudaDevice::set_allow_tf32(bool allow) {
-  CudaDeviceGuard guard(ordinal_);
-  CUBLAS_CHECK(cublasSetMathMode(cublas_, allow ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 }
 
 }  // namespace shardlab

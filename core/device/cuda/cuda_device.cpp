@@ -55,7 +55,7 @@ CudaDevice::CudaDevice(MemoryTracker& tracker, int ordinal) : Device(tracker), o
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal_));
   name_ = prop.name;
-  cc_ = prop.major * 10 + prop.minor;
+  const int cc = prop.major * 10 + prop.minor;  // 80 for A100, 90 for H100
 
   // Non-blocking streams: no implicit joins with the legacy default stream. Collectives get the
   // higher priority so their kernels start as soon as an SM is free (overlap with compute).
@@ -71,7 +71,7 @@ CudaDevice::CudaDevice(MemoryTracker& tracker, int ordinal) : Device(tracker), o
   CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
   try {
     // Can throw OutOfMemory under a small --mem-limit: no destructor runs then, so clean up here.
-    cublas_workspace_ = alloc(cublas_workspace_bytes(cc_), MemCategory::workspace);
+    cublas_workspace_ = alloc(cublas_workspace_bytes(cc), MemCategory::workspace);
   } catch (...) {
     release_resources();
     throw;

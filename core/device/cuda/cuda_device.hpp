@@ -34,8 +34,6 @@ class CudaDevice final : public Device {
   DeviceKind kind() const override { return DeviceKind::cuda; }
   int ordinal() const { return ordinal_; }
   const std::string& name() const { return name_; }
-  // Compute capability as 10*major + minor (80 for A100, 90 for H100).
-  int compute_capability() const { return cc_; }
 
   void copy(void* dst, const void* src, int64_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, int64_t bytes) override;
@@ -54,18 +52,10 @@ class CudaDevice final : public Device {
   // same as `ab`), accumulation in f32. Same row-major conventions as gemm.
   void gemm_ex(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A,
                int lda, const void* B, int ldb, DType ab, float beta, void* C, int ldc, DType c);
-  void gemm_batched_ex(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-                       const void* A, int lda, int64_t stride_a, const void* B, int ldb,
-                       int64_t stride_b, DType ab, float beta, void* C, int ldc,
-                       int64_t stride_c, DType c, int batch);
-  // fp32 GEMMs on TF32 tensor cores (faster, ~1e-3 relative error). Off by default, so results
-  // match the CPU device closely.
-  void set_allow_tf32(bool allow);
 
   // ---- streams and events
   cudaStream_t compute_stream() const { return compute_; }
   cudaStream_t comm_stream() const { return comm_; }
-  cublasHandle_t cublas() const { return cublas_; }
   // The comm stream waits for everything queued on the compute stream so far.
   void comm_waits_for_compute();
   // The compute stream waits for `e` (recorded on any stream of this GPU).
@@ -88,7 +78,6 @@ class CudaDevice final : public Device {
   void release_resources();  // cuBLAS, pool, events, streams: the destructor's work
 
   int ordinal_;
-  int cc_ = 0;
   std::string name_;
   cudaStream_t compute_ = nullptr;
   cudaStream_t comm_ = nullptr;
@@ -100,8 +89,6 @@ class CudaDevice final : public Device {
 
 // The CudaDevice behind `dev`; throws InvalidArgument when it is another kind.
 CudaDevice& as_cuda(Device& dev);
-// The compute stream of a CUDA device: what kernel launchers queue on.
-inline cudaStream_t cuda_stream(Device& dev) { return as_cuda(dev).compute_stream(); }
 // Why cuda_device_count() is 0 ("" when it is not), e.g. "cudaGetDeviceCount: CUDA driver
 // version is insufficient for CUDA runtime version (cudaErrorInsufficientDriver, 35)".
 std::string cuda_unavailable_reason();

@@ -2,8 +2,10 @@
 // (head, query) row of T scores. The QK^T and PV products are gemm_batched calls on cuBLAS.
 #include "core/kernels/attention.hpp"
 #include "core/kernels/cuda/launch.cuh"
+#include "core/kernels/kernel_table.hpp"
 
-namespace shardlab::cuda {
+namespace shardlab {
+namespace cuda {
 
 namespace {
 
@@ -18,8 +20,6 @@ __global__ void softmax_backward_kernel(float* dpre, const float* att, const flo
     attention_softmax_backward_row(dpre + off, att + off, datt + off, static_cast<int>(r % T), T);
   }
 }
-
-}  // namespace
 
 void attention_softmax_forward(Device& dev, float* att, int BH, int T) {
   const int64_t rows = static_cast<int64_t>(BH) * T;
@@ -38,4 +38,10 @@ void attention_softmax_backward(Device& dev, float* dpre, const float* att, cons
   CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace shardlab::cuda
+}  // namespace
+}  // namespace cuda
+
+const AttentionKernels kCudaAttention = {cuda::attention_softmax_forward,
+                                         cuda::attention_softmax_backward};
+
+}  // namespace shardlab

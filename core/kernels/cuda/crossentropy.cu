@@ -3,8 +3,10 @@
 // gradient row NaN), which the trainer's loss check reports.
 #include "core/kernels/crossentropy.hpp"
 #include "core/kernels/cuda/launch.cuh"
+#include "core/kernels/kernel_table.hpp"
 
-namespace shardlab::cuda {
+namespace shardlab {
+namespace cuda {
 
 namespace {
 
@@ -36,8 +38,6 @@ __global__ void crossentropy_backward_kernel(float* dlogits, const float* probs,
   }
 }
 
-}  // namespace
-
 void crossentropy_forward(Device& dev, float* probs, float* losses, const int* targets, int N,
                           int V) {
   if (N <= 0 || V <= 0) return;
@@ -56,4 +56,10 @@ void crossentropy_backward(Device& dev, float* dlogits, const float* probs, cons
   CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace shardlab::cuda
+}  // namespace
+}  // namespace cuda
+
+const CrossEntropyKernels kCudaCrossEntropy = {cuda::crossentropy_forward,
+                                               cuda::crossentropy_backward};
+
+}  // namespace shardlab

@@ -1,10 +1,13 @@
 // CUDA launchers of the element-wise array kernels (core/kernels/elementwise.hpp).
+#include <cmath>
 #include <vector>
 
 #include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/elementwise.hpp"
+#include "core/kernels/kernel_table.hpp"
 
-namespace shardlab::cuda {
+namespace shardlab {
+namespace cuda {
 
 namespace {
 
@@ -43,8 +46,6 @@ __global__ void sum_squares_kernel(double* partials, const float* x, int64_t n) 
   if (threadIdx.x == 0) partials[blockIdx.x] = shared[0];
 }
 
-}  // namespace
-
 void fill_array(Device& dev, float* x, float value, int64_t n) {
   if (n <= 0) return;
   Launch l(dev);
@@ -68,7 +69,6 @@ void axpy(Device& dev, float* y, float a, const float* x, int64_t n) {
 
 void cast_from_f32(Device& dev, void* dst, DType dst_type, const float* src, int64_t n) {
   if (n <= 0) return;
-  if (dst_type == DType::f32) return dev.copy(dst, src, n * 4);
   Launch l(dev);
   cast_from_f32_kernel<<<blocks_for(n), kThreads, 0, l.stream>>>(dst, dst_type, src, n);
   CUDA_CHECK_LAUNCH();
@@ -76,7 +76,6 @@ void cast_from_f32(Device& dev, void* dst, DType dst_type, const float* src, int
 
 void cast_to_f32(Device& dev, float* dst, const void* src, DType src_type, int64_t n) {
   if (n <= 0) return;
-  if (src_type == DType::f32) return dev.copy(dst, src, n * 4);
   Launch l(dev);
   cast_to_f32_kernel<<<blocks_for(n), kThreads, 0, l.stream>>>(dst, src, src_type, n);
   CUDA_CHECK_LAUNCH();
@@ -97,4 +96,21 @@ double sum_squares(Device& dev, const float* x, int64_t n) {
   return s;
 }
 
-}  // namespace shardlab::cuda
+// The sum of squares is finite exactly when every element is (elementwise.hpp). Calls name cuda::
+// so that argument-dependent lookup does not add the public shardlab:: functions of the same type.
+bool all_finite(Device& dev, const void* x, DType t, int64_t n) {
+  if (t == DType::f32)
+    return std::isfinite(cuda::sum_squares(dev, static_cast<const float*>(x), n));
+  Buffer tmp = dev.alloc(n * 4, MemCategory::workspace);
+  cuda::cast_to_f32(dev, tmp.f32(), x, t, n);
+  return std::isfinite(cuda::sum_squares(dev, tmp.f32(), n));
+}
+
+}  // namespace
+}  // namespace cuda
+
+const ElementwiseKernels kCudaElementwise = {
+    cuda::fill_array,  cuda::scale_array, cuda::axpy,      cuda::cast_from_f32,
+    cuda::cast_to_f32, cuda::sum_squares, cuda::all_finite};
+
+}  // namespace shardlab

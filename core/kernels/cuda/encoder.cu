@@ -7,8 +7,10 @@
 // dropped (the CPU path throws for it).
 #include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/encoder.hpp"
+#include "core/kernels/kernel_table.hpp"
 
-namespace shardlab::cuda {
+namespace shardlab {
+namespace cuda {
 
 namespace {
 
@@ -50,8 +52,6 @@ __global__ void encoder_backward_wte_kernel(float* dwte, const float* dout, cons
   }
 }
 
-}  // namespace
-
 void encoder_forward(Device& dev, float* out, const int* tokens, const float* wte,
                      const float* wpe, int B, int T, int C, int V) {
   const int64_t rows = static_cast<int64_t>(B) * T;
@@ -75,4 +75,9 @@ void encoder_backward(Device& dev, float* dwte, float* dwpe, const float* dout, 
   CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace shardlab::cuda
+}  // namespace
+}  // namespace cuda
+
+const EncoderKernels kCudaEncoder = {cuda::encoder_forward, cuda::encoder_backward};
+
+}  // namespace shardlab

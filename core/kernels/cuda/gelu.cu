@@ -1,8 +1,10 @@
 // CUDA launchers of GELU (core/kernels/gelu.hpp): one thread per element.
 #include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/gelu.hpp"
+#include "core/kernels/kernel_table.hpp"
 
-namespace shardlab::cuda {
+namespace shardlab {
+namespace cuda {
 
 namespace {
 
@@ -14,8 +16,6 @@ __global__ void gelu_forward_kernel(float* out, const float* x, int64_t n) {
 __global__ void gelu_backward_kernel(float* dx, const float* x, const float* dout, int64_t n) {
   SL_GRID_STRIDE(i, n) dx[i] = gelu_backward_elem(x[i], dout[i]);
 }
-
-}  // namespace
 
 void gelu_forward(Device& dev, float* out, const float* x, int64_t n) {
   if (n <= 0) return;
@@ -31,4 +31,9 @@ void gelu_backward(Device& dev, float* dx, const float* x, const float* dout, in
   CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace shardlab::cuda
+}  // namespace
+}  // namespace cuda
+
+const GeluKernels kCudaGelu = {cuda::gelu_forward, cuda::gelu_backward};
+
+}  // namespace shardlab

@@ -1,9 +1,11 @@
 // CUDA launchers of LayerNorm (core/kernels/layernorm.hpp): one thread per row for the row math,
 // one thread per column for the weight and bias gradients (a sum over rows, no atomics).
 #include "core/kernels/cuda/launch.cuh"
+#include "core/kernels/kernel_table.hpp"
 #include "core/kernels/layernorm.hpp"
 
-namespace shardlab::cuda {
+namespace shardlab {
+namespace cuda {
 
 namespace {
 
@@ -31,8 +33,6 @@ __global__ void layernorm_param_grad_kernel(float* dweight, float* dbias, const 
   layernorm_param_grad_col(dweight, dbias, dout, x, mean, rstd, N, C, static_cast<int>(c));
 }
 
-}  // namespace
-
 void layernorm_forward(Device& dev, float* out, float* mean, float* rstd, const float* x,
                        const float* weight, const float* bias, int N, int C) {
   if (N <= 0 || C <= 0) return;
@@ -55,4 +55,9 @@ void layernorm_backward(Device& dev, float* dx, float* dweight, float* dbias, co
   CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace shardlab::cuda
+}  // namespace
+}  // namespace cuda
+
+const LayerNormKernels kCudaLayerNorm = {cuda::layernorm_forward, cuda::layernorm_backward};
+
+}  // namespace shardlab

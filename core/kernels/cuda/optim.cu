@@ -1,9 +1,11 @@
 // CUDA launchers of the optimizer updates (core/kernels/optim.hpp): one thread per element of the
 // rank's flat shard, the same adamw_elem / sgd_elem as the CPU loop.
 #include "core/kernels/cuda/launch.cuh"
+#include "core/kernels/kernel_table.hpp"
 #include "core/kernels/optim.hpp"
 
-namespace shardlab::cuda {
+namespace shardlab {
+namespace cuda {
 
 namespace {
 
@@ -24,8 +26,6 @@ __global__ void sgd_kernel(float* param, const float* grad, float* momentum_buf,
   }
 }
 
-}  // namespace
-
 void adamw_update(Device& dev, float* param, const float* grad, float* m, float* v, int64_t n,
                   float lr, float beta1, float beta2, float eps, float weight_decay, float bc1,
                   float bc2) {
@@ -45,4 +45,9 @@ void sgd_update(Device& dev, float* param, const float* grad, float* momentum_bu
   CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace shardlab::cuda
+}  // namespace
+}  // namespace cuda
+
+const OptimKernels kCudaOptim = {cuda::adamw_update, cuda::sgd_update};
+
+}  // namespace shardlab

@@ -1,9 +1,11 @@
 // CUDA launchers of the residual family (core/kernels/residual.hpp): residual add and bias
 // broadcast one thread per element, the bias gradient one thread per column.
 #include "core/kernels/cuda/launch.cuh"
+#include "core/kernels/kernel_table.hpp"
 #include "core/kernels/residual.hpp"
 
-namespace shardlab::cuda {
+namespace shardlab {
+namespace cuda {
 
 namespace {
 
@@ -23,8 +25,6 @@ __global__ void bias_broadcast_kernel(float* out, const float* bias, int64_t n, 
 __global__ void bias_backward_kernel(float* dbias, const float* dout, int N, int OC) {
   SL_GRID_STRIDE(o, OC) bias_grad_col(dbias, dout, N, OC, static_cast<int>(o));
 }
-
-}  // namespace
 
 void residual_forward(Device& dev, float* out, const float* a, const float* b, int64_t n) {
   if (n <= 0) return;
@@ -48,4 +48,10 @@ void bias_backward(Device& dev, float* dbias, const float* dout, int N, int OC) 
   CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace shardlab::cuda
+}  // namespace
+}  // namespace cuda
+
+const ResidualKernels kCudaResidual = {cuda::residual_forward, cuda::bias_broadcast,
+                                       cuda::bias_backward};
+
+}  // namespace shardlab

@@ -1,0 +1,22 @@
+// Ring traffic and nccl-tests sizes of a collective, shared by every communicator backend.
+#include "core/comm/traffic.hpp"
+
+namespace shardlab {
+
+void add_traffic(Communicator::Traffic& t, CommOp op, int64_t count, DType dtype, int n) {
+  const int64_t b = count * static_cast<int64_t>(dtype_size(dtype));
+  switch (op) {
+    case CommOp::all_gather: t.all_gather += b * (n - 1); break;
+    case CommOp::reduce_scatter: t.reduce_scatter += b * (n - 1); break;
+    case CommOp::all_reduce: t.all_reduce += 2 * b * (n - 1) / n; break;
+    case CommOp::broadcast: t.broadcast += b; break;
+    default: break;
+  }
+}
+
+int64_t collective_bytes(CommOp op, int64_t count, DType dtype, int n) {
+  const int64_t b = count * static_cast<int64_t>(dtype_size(dtype));
+  return (op == CommOp::all_gather || op == CommOp::reduce_scatter) ? b * n : b;
+}
+
+}  // namespace shardlab

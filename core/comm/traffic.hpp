@@ -1,0 +1,21 @@
+// What a collective moves, in the two measures every backend reports, so that the local, MPI and
+// NCCL figures come from one formula (derivations in docs/collectives.md):
+// - ring traffic: the bytes this rank sends with a ring algorithm (Communicator::traffic);
+// - the collective's size as nccl-tests define it: the full buffer (trace spans, busbw).
+#pragma once
+
+#include <cstdint>
+
+#include "core/comm/comm_common.hpp"
+
+namespace shardlab {
+
+// Adds to `t` the ring traffic of one call on `n` ranks: all_gather and reduce_scatter
+// count*size*(n-1), all_reduce 2*count*size*(n-1)/n, broadcast count*size; nothing for the rest.
+void add_traffic(Communicator::Traffic& t, CommOp op, int64_t count, DType dtype, int n);
+
+// The larger of the two buffers (all_gather: recv, reduce_scatter: send, all_reduce and
+// broadcast: the buffer).
+int64_t collective_bytes(CommOp op, int64_t count, DType dtype, int n);
+
+}  // namespace shardlab

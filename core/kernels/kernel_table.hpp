@@ -1,0 +1,57 @@
+// Which code runs a kernel on which device: one KernelTable per device kind, as ggml gives each
+// backend one table of functions. A table has one entry per op family, a struct of function
+// pointers declared beside the family's SL_HD math (kernels/<family>.hpp). The public kernels
+// (layernorm_forward, ...) check what holds on every device and call through kernel_table(dev),
+// the one place kernels look at the device kind.
+//
+// Adding a device: its kernels beside each family (kernels/<device>/<family>.*, each ending with
+// the family's entry), their names added to the declarations below, its table (as
+// kernels/cuda/kernel_table.cpp) and a case in kernel_table(). No kernel function changes.
+#pragma once
+
+#include "core/device/device.hpp"
+
+namespace shardlab {
+
+struct AttentionKernels;
+struct CrossEntropyKernels;
+struct ElementwiseKernels;
+struct EncoderKernels;
+struct GeluKernels;
+struct LayerNormKernels;
+struct OptimKernels;
+struct ResidualKernels;
+
+struct KernelTable {
+  const char* device;  // device_kind_name of the kind it serves
+  const AttentionKernels* attention;
+  const CrossEntropyKernels* crossentropy;
+  const ElementwiseKernels* elementwise;
+  const EncoderKernels* encoder;
+  const GeluKernels* gelu;
+  const LayerNormKernels* layernorm;
+  const OptimKernels* optim;
+  const ResidualKernels* residual;
+};
+
+// The table of dev's kind.
+const KernelTable& kernel_table(const Device& dev);
+// The CPU table: the loops of kernels/<family>.cpp, the reference every other table is tested
+// against.
+const KernelTable& cpu_kernel_table();
+// The CUDA table: the launchers of kernels/cuda/<family>.cu. Throws Error in a build without CUDA
+// (where no CUDA device can exist either).
+const KernelTable& cuda_kernel_table();
+
+// Each family's entry on each device: kCpu<Family> at the end of kernels/<family>.cpp,
+// kCuda<Family> at the end of kernels/cuda/<family>.cu (built with SHARDLAB_CUDA only).
+extern const AttentionKernels kCpuAttention, kCudaAttention;
+extern const CrossEntropyKernels kCpuCrossEntropy, kCudaCrossEntropy;
+extern const ElementwiseKernels kCpuElementwise, kCudaElementwise;
+extern const EncoderKernels kCpuEncoder, kCudaEncoder;
+extern const GeluKernels kCpuGelu, kCudaGelu;
+extern const LayerNormKernels kCpuLayerNorm, kCudaLayerNorm;
+extern const OptimKernels kCpuOptim, kCudaOptim;
+extern const ResidualKernels kCpuResidual, kCudaResidual;
+
+}  // namespace shardlab
