@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "core/checkpoint/commands.hpp"
-#include "core/train/cli.hpp"
+#include "apps/shardlab/checkpoint_commands.hpp"
+#include "apps/shardlab/cli.hpp"
 
 namespace shardlab {
 

@@ -4,8 +4,8 @@
 #include <iostream>
 #include <memory>
 
-#include "core/train/cli.hpp"
-#include "core/train/demo.hpp"
+#include "apps/shardlab/cli.hpp"
+#include "apps/shardlab/demo.hpp"
 
 namespace shardlab {
 

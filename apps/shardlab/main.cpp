@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/base/error.hpp"
-#include "core/train/cli.hpp"
+#include "apps/shardlab/cli.hpp"
 
 using namespace shardlab;
 

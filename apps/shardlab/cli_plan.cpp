@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "core/base/error.hpp"
-#include "core/fsdp/plan_command.hpp"
+#include "apps/shardlab/plan_command.hpp"
 #include "core/memory/tracker.hpp"
-#include "core/train/cli.hpp"
+#include "apps/shardlab/cli.hpp"
 
 namespace shardlab {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/trace/summary.hpp"
-#include "core/train/cli.hpp"
+#include "apps/shardlab/cli.hpp"
 
 namespace shardlab {
 
