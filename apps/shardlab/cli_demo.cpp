@@ -1,4 +1,4 @@
-// `shardlab demo`: DP against FSDP on 4 local ranks (core/train/demo.hpp).
+// `shardlab demo`: DP against FSDP on 4 local ranks (apps/shardlab/demo.hpp).
 #include <CLI/CLI.hpp>
 
 #include <iostream>

@@ -1,5 +1,5 @@
 // `shardlab plan`: per-rank memory of each strategy before running anything
-// (core/fsdp/plan_command.hpp).
+// (apps/shardlab/plan_command.hpp).
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
