@@ -9,7 +9,7 @@
 
 #include <sstream>
 
-#include "core/checkpoint/commands.hpp"
+#include "apps/shardlab/checkpoint_commands.hpp"
 
 #include "core/base/file_io.hpp"
 #include "core/checkpoint/load.hpp"

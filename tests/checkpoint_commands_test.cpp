@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "core/checkpoint/commands.hpp"
+#include "apps/shardlab/checkpoint_commands.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "tests/checkpoint_fixture.hpp"
 

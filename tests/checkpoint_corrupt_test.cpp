@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "core/checkpoint/commands.hpp"
+#include "apps/shardlab/checkpoint_commands.hpp"
 #include "core/checkpoint/crc32c.hpp"
 #include "core/base/file_io.hpp"
 #include "core/checkpoint/load.hpp"

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/base/file_io.hpp"
-#include "core/checkpoint/commands.hpp"
+#include "apps/shardlab/checkpoint_commands.hpp"
 #include "core/checkpoint/load.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/checkpoint/save.hpp"

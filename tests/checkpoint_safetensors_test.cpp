@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "core/base/dtype.hpp"
-#include "core/checkpoint/commands.hpp"
+#include "apps/shardlab/checkpoint_commands.hpp"
 #include "core/checkpoint/hf_safetensors.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "tests/checkpoint_fixture.hpp"

@@ -7,7 +7,7 @@
 
 #include "core/fsdp/flat_param.hpp"
 #include "core/fsdp/memory_plan.hpp"
-#include "core/fsdp/plan_command.hpp"
+#include "apps/shardlab/plan_command.hpp"
 
 #include <sstream>
 

@@ -20,7 +20,7 @@ namespace detail {
 
 std::string short_file(const char* file) {
   // Keep the path from the first project folder on; absolute build paths say nothing useful.
-  for (const char* root : {"core/", "lessons/", "bench/", "viewer/", "tests/"}) {
+  for (const char* root : {"core/", "apps/", "lessons/", "bench/", "viewer/", "tests/"}) {
     if (const char* p = std::strstr(file, root)) return p;
   }
   return file;

@@ -1,9 +1,9 @@
 // The options `shardlab train` and `shardlab plan` share: the engine's settings, K and the
-// per-rank memory limit, declared once for both commands (cli.hpp).
+// per-rank memory limit, declared once for both commands (apps/shardlab/cli.hpp).
 #include <CLI/CLI.hpp>
 
 #include "core/memory/tracker.hpp"
-#include "core/train/cli.hpp"
+#include "apps/shardlab/cli.hpp"
 
 namespace shardlab {
 

@@ -9,7 +9,7 @@
 #include "core/memory/tracker.hpp"
 #include "core/model/config.hpp"
 #include "core/optim/optimizer.hpp"
-#include "core/train/cli.hpp"
+#include "apps/shardlab/cli.hpp"
 #include "core/train/trainer.hpp"
 
 namespace shardlab {

@@ -1,4 +1,4 @@
-// `shardlab`: the command line. Subcommands (each declared in its core/train/cli_*.cpp):
+// `shardlab`: the command line. Subcommands (each declared in its apps/shardlab/cli_*.cpp):
 //   shardlab train [options]          train a GPT on N ranks with any sharding strategy
 //   shardlab demo                     DP against FSDP on 4 local ranks, side by side
 //   shardlab plan [options]           per-rank memory of each strategy, before running anything
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/base/error.hpp"
-#include "core/train/cli.hpp"
+#include "apps/shardlab/cli.hpp"
 
 using namespace shardlab;
 

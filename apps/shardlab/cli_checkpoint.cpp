@@ -1,13 +1,14 @@
-// `shardlab export` and `shardlab inspect`: checkpoints as files to read (commands.hpp). Both
-// report their own errors and return 0 (ok), 1 (bad or corrupted checkpoint) or 2 (usage).
+// `shardlab export` and `shardlab inspect`: checkpoints as files to read
+// (checkpoint_commands.hpp). Both report their own errors and return 0 (ok), 1 (bad or corrupted
+// checkpoint) or 2 (usage).
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 #include <memory>
 #include <string>
 
-#include "core/checkpoint/commands.hpp"
-#include "core/train/cli.hpp"
+#include "apps/shardlab/checkpoint_commands.hpp"
+#include "apps/shardlab/cli.hpp"
 
 namespace shardlab {
 

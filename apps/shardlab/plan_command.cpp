@@ -1,5 +1,5 @@
 // `shardlab plan`: builds one PlanInput per strategy and prints the planner's tables.
-#include "core/fsdp/plan_command.hpp"
+#include "apps/shardlab/plan_command.hpp"
 
 #include <cstdio>
 #include <ostream>

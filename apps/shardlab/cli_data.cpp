@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/train/cli.hpp"
+#include "apps/shardlab/cli.hpp"
 #include "core/train/corpus.hpp"
 #include "core/train/token_file.hpp"
 

@@ -1,11 +1,11 @@
-// `shardlab demo`: DP against FSDP on 4 local ranks (core/train/demo.hpp).
+// `shardlab demo`: DP against FSDP on 4 local ranks (apps/shardlab/demo.hpp).
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 #include <memory>
 
-#include "core/train/cli.hpp"
-#include "core/train/demo.hpp"
+#include "apps/shardlab/cli.hpp"
+#include "apps/shardlab/demo.hpp"
 
 namespace shardlab {
 

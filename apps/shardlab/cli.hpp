@@ -1,4 +1,4 @@
-// The subcommands of `shardlab` (core/train/main.cpp), one function each in core/train/cli_*.cpp:
+// The subcommands of `shardlab` (apps/shardlab/main.cpp), one function each in its cli_*.cpp:
 // it declares the subcommand and its options on `app` and returns what to run when the command
 // line chose it. run() returns the exit code; library errors (shardlab::Error) propagate and
 // main() prints them as one line "shardlab: error: ...".

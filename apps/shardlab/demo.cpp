@@ -1,5 +1,5 @@
 // `shardlab demo`: two runs of run_training that differ only in the strategy, then one table.
-#include "core/train/demo.hpp"
+#include "apps/shardlab/demo.hpp"
 
 #include <cstdio>
 #include <ostream>

@@ -1,5 +1,5 @@
 // `shardlab plan`: per-rank memory of each strategy before running anything
-// (core/fsdp/plan_command.hpp).
+// (apps/shardlab/plan_command.hpp).
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "core/base/error.hpp"
-#include "core/fsdp/plan_command.hpp"
+#include "apps/shardlab/plan_command.hpp"
 #include "core/memory/tracker.hpp"
-#include "core/train/cli.hpp"
+#include "apps/shardlab/cli.hpp"
 
 namespace shardlab {
 

@@ -1,5 +1,5 @@
 // `shardlab export` and `shardlab inspect`: thin wrappers printing what the checkpoint API does.
-#include "core/checkpoint/commands.hpp"
+#include "apps/shardlab/checkpoint_commands.hpp"
 
 #include <cstdio>
 #include <iomanip>

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "core/trace/summary.hpp"
-#include "core/train/cli.hpp"
+#include "apps/shardlab/cli.hpp"
 
 namespace shardlab {
 
