@@ -41,8 +41,7 @@ int64_t iterations_for(int64_t bytes) {
 }
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Times `iters` calls of `row` on every rank of the launched world; returns seconds per call as
@@ -52,8 +51,8 @@ double time_collective(const CollectiveRow& row, const LaunchOptions& opts, int6
   double per_call = 0;
   launch(opts, [&](RankContext& ctx) {
     const int n = ctx.world;
-    CollectiveBuffers b = make_collective_buffers(row, *ctx.device, n, ctx.rank, count,
-                                                  DType::f32, !row.out_of_place);
+    CollectiveBuffers b = make_collective_buffers(row, *ctx.device, n, ctx.rank, count, DType::f32,
+                                                  !row.out_of_place);
     row.init(ctx.rank, n, b);
     row.run(*ctx.comm, b, false);  // warm-up: touches every page
     std::string e = row.check(ctx.rank, n, b);
@@ -88,8 +87,9 @@ void bm_collective(benchmark::State& state, const CollectiveRow* row, bool mpi) 
   int n = static_cast<int>(state.range(1));
   if (mpi) {
     if (g_mpi_size == 0) {
-      state.SkipWithError("backend mpi: start under mpirun (mpirun --allow-run-as-root "
-                          "--oversubscribe -np 4 build/bin/bench_collectives)");
+      state.SkipWithError(
+          "backend mpi: start under mpirun (mpirun --allow-run-as-root "
+          "--oversubscribe -np 4 build/bin/bench_collectives)");
       return;
     }
     opts.backend = "mpi";
@@ -117,8 +117,8 @@ void bm_memcpy(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   using benchmark::Counter;
-  state.counters["bw"] = Counter(double(bytes) * double(state.iterations()),
-                                 Counter::kIsRate, Counter::OneK::kIs1024);
+  state.counters["bw"] =
+      Counter(double(bytes) * double(state.iterations()), Counter::kIsRate, Counter::OneK::kIs1024);
 }
 
 void register_all() {

@@ -13,6 +13,7 @@
 //   bench_trace_overhead --benchmark_min_time=20 --benchmark_repetitions=3
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -23,7 +24,6 @@
 #include <random>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "bench/flags.hpp"
@@ -126,16 +126,17 @@ void BM_TraceOverhead(benchmark::State& state) {
   EngineConfig ec;
   ec.strategy = Strategy::full_shard;
 
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("shardlab_bench_trace_" + std::to_string(::getpid()) + "_n" +
-                            std::to_string(ranks)))
-                              .string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() /
+       ("shardlab_bench_trace_" + std::to_string(::getpid()) + "_n" + std::to_string(ranks)))
+          .string();
   remove_all(dir);
   RunDirOptions ro;
   ro.dir = dir;
   const RunDir run = RunDir::create({{"strategy", "full_shard"}, {"world_size", ranks}}, ro);
 
-  auto pool = std::make_unique<RankPool>(ranks, [&](RankContext& ctx, const std::function<int()>& next_mode) {
+  auto pool = std::make_unique<RankPool>(ranks, [&](RankContext& ctx,
+                                                    const std::function<int()>& next_mode) {
     // Off: the launcher's disabled recorder everywhere, as with --trace off.
     Recorder* off_rec = ctx.recorder;
     Engine off(*ctx.device, *ctx.comm, off_rec, model, ec);
@@ -191,7 +192,7 @@ void BM_TraceOverhead(benchmark::State& state) {
     ratio.push_back(t[1] / t[0]);
     ++pairs;
   }
-  pool.reset();  // stops the ranks: their recorders flush and close
+  pool.reset();                        // stops the ranks: their recorders flush and close
   const int64_t steps_on = pairs + 1;  // the warm-up step was traced too
   int64_t bytes = 0, n_events = 0;
   for (int r = 0; r < ranks; ++r) {

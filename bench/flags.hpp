@@ -16,8 +16,8 @@
 namespace shardlab::bench {
 
 struct OwnFlag {
-  const char* flag;           // "--ranks=1,2,4,8": the flag with its default value
-  const char* help;           // one line
+  const char* flag;  // "--ranks=1,2,4,8": the flag with its default value
+  const char* help;  // one line
 };
 
 // With `--help` among the arguments, prints "<program>: <summary>", the program's own flags and a
@@ -35,8 +35,9 @@ inline void print_help_if_asked(int argc, char** argv, const char* program, cons
                 program);
     for (const OwnFlag& f : flags) std::printf("  %-24s %s\n", f.flag, f.help);
   }
-  std::printf("\nGoogle Benchmark's flags (e.g. --benchmark_filter=<regex> "
-              "--benchmark_out=<file> --benchmark_out_format=json):\n");
+  std::printf(
+      "\nGoogle Benchmark's flags (e.g. --benchmark_filter=<regex> "
+      "--benchmark_out=<file> --benchmark_out_format=json):\n");
   std::fflush(stdout);
 }
 
@@ -55,8 +56,7 @@ class LibraryNoticeFilter : public std::streambuf {
 
   int_type overflow(int_type c) override {
     if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
-    if (traits_type::eq_int_type(target_->sputc(traits_type::to_char_type(c)),
-                                 traits_type::eof()))
+    if (traits_type::eq_int_type(target_->sputc(traits_type::to_char_type(c)), traits_type::eof()))
       return traits_type::eof();
     if (c != '\n') {
       if (line_.size() < 256) line_.push_back(traits_type::to_char_type(c));

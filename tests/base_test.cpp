@@ -47,16 +47,16 @@ TEST(DType, Bf16RoundsToNearestEven) {
 
 TEST(DType, F16EdgeCases) {
   EXPECT_EQ(f32_to_f16_bits(1.0f), 0x3c00);
-  EXPECT_EQ(f32_to_f16_bits(65504.0f), 0x7bff);            // largest finite
-  EXPECT_EQ(f32_to_f16_bits(65519.0f), 0x7bff);            // rounds down
-  EXPECT_EQ(f32_to_f16_bits(65520.0f), 0x7c00);            // tie rounds to even: Inf
+  EXPECT_EQ(f32_to_f16_bits(65504.0f), 0x7bff);  // largest finite
+  EXPECT_EQ(f32_to_f16_bits(65519.0f), 0x7bff);  // rounds down
+  EXPECT_EQ(f32_to_f16_bits(65520.0f), 0x7c00);  // tie rounds to even: Inf
   EXPECT_EQ(f32_to_f16_bits(1e9f), 0x7c00);
   EXPECT_EQ(f32_to_f16_bits(-std::numeric_limits<float>::infinity()), 0xfc00);
   EXPECT_TRUE(std::isnan(f16_bits_to_f32(f32_to_f16_bits(std::nanf("")))));
-  const float tiny = 5.9604644775390625e-8f;               // 2^-24, the smallest subnormal
+  const float tiny = 5.9604644775390625e-8f;  // 2^-24, the smallest subnormal
   EXPECT_EQ(f32_to_f16_bits(tiny), 0x0001);
-  EXPECT_EQ(f32_to_f16_bits(tiny * 0.5f), 0x0000);         // tie between 0 and 1 ulp: even (0)
-  EXPECT_EQ(f32_to_f16_bits(tiny * 1.5f), 0x0002);         // tie between 1 and 2 ulps: even (2)
+  EXPECT_EQ(f32_to_f16_bits(tiny * 0.5f), 0x0000);  // tie between 0 and 1 ulp: even (0)
+  EXPECT_EQ(f32_to_f16_bits(tiny * 1.5f), 0x0002);  // tie between 1 and 2 ulps: even (2)
   EXPECT_EQ(f32_to_f16_bits(tiny * 0.75f), 0x0001);
   EXPECT_EQ(f16_bits_to_f32(0x03ff), 1023 * tiny);         // largest subnormal
   EXPECT_EQ(f32_to_f16_bits(1.0f + 1.0f / 2048), 0x3c00);  // tie: even

@@ -143,7 +143,8 @@ TEST(CheckpointAtomic, ResolveCheckpoint) {
     FAIL() << "no throw";
   } catch (const IoError& e) {
     EXPECT_NE(std::string(e.what()).find("points to step-8, which has no index.json"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -153,12 +154,17 @@ TEST(CheckpointAtomic, ResolveCheckpoint) {
 TEST(CheckpointAtomic, ResaveCrashAtEveryStageKeepsLatestLoadable) {
   FullState before = make_full_state(tiny_config(), 11);
   FullState after = make_full_state(tiny_config(), 12);
-  struct Case { std::string stage; int rank; bool exchange; bool new_copy; };
+  struct Case {
+    std::string stage;
+    int rank;
+    bool exchange;
+    bool new_copy;
+  };
   const std::vector<Case> cases = {
-      {"shard_written", 2, true, false}, {"index_written", 0, true, false},
-      {"renamed", 0, true, true},        {"latest_updated", 0, true, true},
+      {"shard_written", 2, true, false},  {"index_written", 0, true, false},
+      {"renamed", 0, true, true},         {"latest_updated", 0, true, true},
       {"shard_written", 2, false, false}, {"index_written", 0, false, false},
-      {"moved_aside", 0, false, false},  {"renamed", 0, false, true},
+      {"moved_aside", 0, false, false},   {"renamed", 0, false, true},
       {"latest_updated", 0, false, true}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.stage + (c.exchange ? " (swap)" : " (two renames)"));
@@ -170,8 +176,7 @@ TEST(CheckpointAtomic, ResaveCrashAtEveryStageKeepsLatestLoadable) {
     expect_loads(c.new_copy ? after : before, root, 4);
     // The next save repairs and cleans: only published steps and `latest` remain.
     save_as(after, root, 6, 4);
-    EXPECT_EQ(list_dir(root),
-              (std::vector<std::string>{"latest", "step-2", "step-4", "step-6"}));
+    EXPECT_EQ(list_dir(root), (std::vector<std::string>{"latest", "step-2", "step-4", "step-6"}));
     expect_loads(c.new_copy ? after : before, root + "/step-4", 4);
   }
 }
@@ -245,7 +250,8 @@ TEST(CheckpointAtomic, StaleLeftoversGoAtTheStartOfTheNextSave) {
   EXPECT_EQ(inspect_command(root, out, err), 0) << err.str();
   EXPECT_NE(out.str().find("leftover    step-5.tmp-1: an unfinished save of step 5 that never "
                            "became visible, by pid 1 (running)"),
-            std::string::npos) << out.str();
+            std::string::npos)
+      << out.str();
 }
 
 // A `latest` that holds anything but a step name is named as such, with a short escaped prefix.

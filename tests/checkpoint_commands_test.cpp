@@ -27,7 +27,9 @@ TEST(CheckpointCommands, InspectPrintsWhatTheCheckpointHolds) {
   expect_has(o, "checkpoint  " + root + "/step-25\n");
   expect_has(o, "step        25 (optimizer step 25)\n");
   expect_has(o, "saved by    3 ranks, strategy full_shard\n");
-  expect_has(o, "model       {\"max_seq_len\":8,\"n_embd\":12,\"n_head\":2,\"n_layer\":2,\"vocab_size\":32}\n");
+  expect_has(o,
+             "model       "
+             "{\"max_seq_len\":8,\"n_embd\":12,\"n_head\":2,\"n_layer\":2,\"vocab_size\":32}\n");
   expect_has(o, "states      exp_avg exp_avg_sq params\n");
   expect_has(o, "params held in\n");
   expect_has(o, "tensors     28, 4272 parameters\n");

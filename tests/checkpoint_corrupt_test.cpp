@@ -6,8 +6,8 @@
 #include <string>
 
 #include "apps/shardlab/checkpoint_commands.hpp"
-#include "core/checkpoint/crc32c.hpp"
 #include "core/base/file_io.hpp"
+#include "core/checkpoint/crc32c.hpp"
 #include "core/checkpoint/load.hpp"
 #include "core/checkpoint/save.hpp"
 #include "tests/checkpoint_fixture.hpp"
@@ -55,7 +55,7 @@ TEST(CheckpointCrc32c, KnownValuesAndSlicingAgreesWithBitwise) {
   std::string zeros(32, '\0');
   EXPECT_EQ(crc32c(zeros.data(), 32), 0x8A9136AAu);  // RFC 3720 B.4: 32 bytes of zeros
   std::string ones(32, '\xff');
-  EXPECT_EQ(crc32c(ones.data(), 32), 0x62A8AB43u);   // RFC 3720 B.4: 32 bytes of 0xff
+  EXPECT_EQ(crc32c(ones.data(), 32), 0x62A8AB43u);  // RFC 3720 B.4: 32 bytes of 0xff
   // Against the one-bit-at-a-time definition, on every length and alignment up to 40 bytes.
   std::string data;
   for (int i = 0; i < 64; ++i) data += static_cast<char>(i * 37 + 11);
@@ -68,9 +68,9 @@ TEST(CheckpointCrc32c, KnownValuesAndSlicingAgreesWithBitwise) {
       }
       ASSERT_EQ(crc32c(data.data() + start, n), ~c) << "start " << start << " n " << n;
       ASSERT_EQ(crc32c_extend_portable(0, data.data() + start, n), ~c) << "start " << start;
-      ASSERT_EQ(crc32c_extend(crc32c(data.data() + start, n / 2), data.data() + start + n / 2,
-                              n - n / 2),
-                ~c);
+      ASSERT_EQ(
+          crc32c_extend(crc32c(data.data() + start, n / 2), data.data() + start + n / 2, n - n / 2),
+          ~c);
     }
 }
 
@@ -96,8 +96,9 @@ TEST(CheckpointCorrupt, TruncatedShardAndIndexAreNamed) {
   std::string bytes = read_text_file(path);
   overwrite(path, bytes.substr(0, bytes.size() - 100));
   std::string msg = load_error<IoError>(dir, tiny_config());
-  expect_has(msg, "shard-1.bin: " + std::to_string(bytes.size() - 100) + " bytes, but index.json says " +
-                      std::to_string(bytes.size()) + " (truncated)");
+  expect_has(msg, "shard-1.bin: " + std::to_string(bytes.size() - 100) +
+                      " bytes, but index.json says " + std::to_string(bytes.size()) +
+                      " (truncated)");
 
   std::string index = read_text_file(dir + "/index.json");
   overwrite(dir + "/index.json", index.substr(0, index.size() / 2));
@@ -113,7 +114,8 @@ TEST(CheckpointCorrupt, EditedIndexIsCaught) {
   std::string index = read_text_file(dir + "/index.json");
   // Make one chunk claim more elements than its neighbour leaves: the tiling check fails.
   nlohmann::json j = nlohmann::json::parse(index);
-  j["tensors"][0]["states"]["params"][0]["count"] = j["tensors"][0]["states"]["params"][0]["count"].get<int64_t>() + 1;
+  j["tensors"][0]["states"]["params"][0]["count"] =
+      j["tensors"][0]["states"]["params"][0]["count"].get<int64_t>() + 1;
   overwrite(dir + "/index.json", j.dump());
   std::string msg = load_error<IoError>(dir, tiny_config());
   expect_has(msg, "index.json: tensor wte.weight state params: elements [");
@@ -125,13 +127,17 @@ TEST(CheckpointCorrupt, OtherConfigOrShapesAreRejected) {
   GPTConfig deeper = tiny_config();
   deeper.n_layer = 3;
   std::string msg = load_error<InvalidArgument>(dir, deeper);
-  expect_has(msg, "index.json: model config differs from this run: model_config.n_layer: checkpoint 2, this run 3");
+  expect_has(msg,
+             "index.json: model config differs from this run: model_config.n_layer: checkpoint 2, "
+             "this run 3");
 
   // Without the config check, the layouts themselves disagree.
   GPTConfig wider = tiny_config();
   wider.n_embd = 16;
   msg = load_error<InvalidArgument>(dir, wider, /*check_config=*/false);
-  expect_has(msg, "index.json: tensor wte.weight has shape [32, 12] in the checkpoint, [32, 16] in this model");
+  expect_has(
+      msg,
+      "index.json: tensor wte.weight has shape [32, 12] in the checkpoint, [32, 16] in this model");
   msg = load_error<InvalidArgument>(dir, deeper, /*check_config=*/false);
   expect_has(msg, "index.json: tensor h.2.ln_1.weight (unit 3) is not in the checkpoint");
   GPTConfig shallower = tiny_config();
@@ -150,6 +156,8 @@ TEST(CheckpointCorrupt, UnknownStateIsRejected) {
     load_checkpoint(dir, h.shards);
     FAIL() << "no throw";
   } catch (const InvalidArgument& e) {
-    expect_has(e.what(), "index.json: state momentum was not saved (saved: [\"exp_avg\",\"exp_avg_sq\",\"params\"])");
+    expect_has(e.what(),
+               "index.json: state momentum was not saved (saved: "
+               "[\"exp_avg\",\"exp_avg_sq\",\"params\"])");
   }
 }

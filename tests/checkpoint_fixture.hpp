@@ -19,10 +19,10 @@
 
 #include "core/base/error.hpp"
 #include "core/base/file_io.hpp"
+#include "core/checkpoint/ckpt_shard.hpp"
 #include "core/checkpoint/gpt_checkpoint.hpp"
 #include "core/checkpoint/load.hpp"
 #include "core/checkpoint/save.hpp"
-#include "core/checkpoint/ckpt_shard.hpp"
 #include "core/fsdp/flat_param.hpp"  // round_up
 #include "core/model/config.hpp"
 #include "core/model/params.hpp"
@@ -149,8 +149,8 @@ struct RankHolding {
 // Rank r's holding under `group` ranks sharing each unit (padding to a multiple of group);
 // full_range gives every rank the whole buffer (no_shard). `fill` cuts the values from `full`,
 // else the buffers hold a 0xFF pattern a load must overwrite.
-inline RankHolding make_holding(const FullState& full, int r, int group, bool full_range,
-                                bool fill, bool write = true) {
+inline RankHolding make_holding(const FullState& full, int r, int group, bool full_range, bool fill,
+                                bool write = true) {
   RankHolding h;
   int n = static_cast<int>(full.layouts.size());
   h.buffers.resize(n);
@@ -212,16 +212,16 @@ inline CheckpointMeta make_meta(const GPTConfig& cfg, int64_t step, const std::s
 }
 
 // Saves `full` as `world` ranks with the given sharding; returns the checkpoint directory.
-inline std::string save_as(const FullState& full, const std::string& root, int64_t step,
-                           int world, bool full_range = false, const SaveOptions& opt = {}) {
+inline std::string save_as(const FullState& full, const std::string& root, int64_t step, int world,
+                           bool full_range = false, const SaveOptions& opt = {}) {
   std::string out;
   std::mutex mu;
   run_ranks(world, [&](const CkptSync& sync) {
     // no_shard: every rank holds everything and offers it; the save writes it once.
     RankHolding h = make_holding(full, sync.rank, world, full_range, true);
-    std::string dir = save_checkpoint(root, h.shards, make_meta(full.cfg, step,
-                                      full_range ? "no_shard" : "full_shard"),
-                                      sync, {{"rank", sync.rank}}, opt);
+    std::string dir = save_checkpoint(
+        root, h.shards, make_meta(full.cfg, step, full_range ? "no_shard" : "full_shard"), sync,
+        {{"rank", sync.rank}}, opt);
     std::lock_guard<std::mutex> lk(mu);
     out = dir;
   });

@@ -6,8 +6,8 @@
 #include <sstream>
 #include <string>
 
-#include "core/base/file_io.hpp"
 #include "apps/shardlab/checkpoint_commands.hpp"
+#include "core/base/file_io.hpp"
 #include "core/checkpoint/load.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/checkpoint/save.hpp"
@@ -92,8 +92,9 @@ TEST(CheckpointIntegrity, ChunksOfAnUnlistedStateAreRejected) {
   json j = read_json(dir + "/index.json");
   j["states"] = {"params"};
   overwrite(dir + "/index.json", j.dump());
-  expect_all_fail(dir, "index.json: tensor wte.weight has chunks for state exp_avg, which field "
-                       "'states' does not list");
+  expect_all_fail(dir,
+                  "index.json: tensor wte.weight has chunks for state exp_avg, which field "
+                  "'states' does not list");
 }
 
 // Bytes in a shard file that no chunk claims are under no checksum: a longer file whose `bytes`
@@ -113,7 +114,8 @@ TEST(CheckpointIntegrity, BytesNoChunkCoversAreRejected) {
   // Two chunks claiming the same bytes.
   dir = fresh_checkpoint("overlap");
   j = read_json(dir + "/index.json");
-  j["tensors"][0]["states"]["exp_avg_sq"][0]["offset"] = j["tensors"][0]["states"]["exp_avg"][0]["offset"];
+  j["tensors"][0]["states"]["exp_avg_sq"][0]["offset"] =
+      j["tensors"][0]["states"]["exp_avg"][0]["offset"];
   overwrite(dir + "/index.json", j.dump());
   expect_all_fail(dir, "belong to two chunks");
 }
@@ -128,7 +130,10 @@ TEST(CheckpointIntegrity, HugeCountsDoNotOverflow) {
   t["shape"] = {int64_t(1) << 31, int64_t(1) << 31};
   t["numel"] = huge;
   for (auto& [state, chunks] : t["states"].items())
-    chunks = json::array({{{"file", "shard-0.bin"}, {"begin", 0}, {"count", huge}, {"offset", 0},
+    chunks = json::array({{{"file", "shard-0.bin"},
+                           {"begin", 0},
+                           {"count", huge},
+                           {"offset", 0},
                            {"crc32c", "00000000"}}});
   overwrite(dir + "/index.json", j.dump());
   expect_all_fail(dir, "index.json: tensor wte.weight state exp_avg: chunk at byte 0 with " +
@@ -137,13 +142,18 @@ TEST(CheckpointIntegrity, HugeCountsDoNotOverflow) {
   // A shape whose product overflows.
   j["tensors"][0]["shape"] = {int64_t(1) << 40, int64_t(1) << 40};
   overwrite(dir + "/index.json", j.dump());
-  expect_all_fail(dir, "index.json: tensor wte.weight: shape [1099511627776, 1099511627776] does "
-                       "not hold numel");
+  expect_all_fail(dir,
+                  "index.json: tensor wte.weight: shape [1099511627776, 1099511627776] does "
+                  "not hold numel");
 }
 
 // Integers are JSON integers in range: 1.5 is not truncated to 1, -7 is not a step.
 TEST(CheckpointIntegrity, IndexIntegersAreStrict) {
-  struct Case { std::string what; std::function<void(json&)> edit; std::string want; };
+  struct Case {
+    std::string what;
+    std::function<void(json&)> edit;
+    std::string want;
+  };
   const std::vector<Case> cases = {
       {"negative step", [](json& j) { j["step"] = -7; },
        "index.json: field 'step' = -7 is out of range [0, "},
@@ -151,8 +161,7 @@ TEST(CheckpointIntegrity, IndexIntegersAreStrict) {
        "index.json: field 'step' must be an integer, not 6.5"},
       {"oversized optimizer_step", [](json& j) { j["optimizer_step"] = 1e30; },
        "index.json: field 'optimizer_step' must be an integer, not 1e+30"},
-      {"fractional count",
-       [](json& j) { j["tensors"][0]["states"]["params"][0]["count"] = 96.5; },
+      {"fractional count", [](json& j) { j["tensors"][0]["states"]["params"][0]["count"] = 96.5; },
        "index.json: tensor wte.weight state params chunk 0: field 'count' must be an integer"},
       {"fractional shape", [](json& j) { j["tensors"][1]["shape"][0] = 8.0; },
        "field 'shape[0]' must be an integer, not 8.0"},
@@ -160,7 +169,8 @@ TEST(CheckpointIntegrity, IndexIntegersAreStrict) {
        "index.json: field 'world_size' = -4 is out of range [1, "},
       {"string bytes", [](json& j) { j["files"][1]["bytes"] = "12"; },
        "index.json: file shard-1.bin: field 'bytes' must be an integer"},
-      {"crc with a sign", [](json& j) { j["tensors"][0]["states"]["params"][0]["crc32c"] = "+1234567"; },
+      {"crc with a sign",
+       [](json& j) { j["tensors"][0]["states"]["params"][0]["crc32c"] = "+1234567"; },
        "crc32c \"+1234567\" is not 8 hex digits"},
   };
   for (const auto& c : cases) {
@@ -207,17 +217,26 @@ std::string st_error(const std::string& path) {
 
 TEST(CheckpointIntegrity, SafetensorsHeaderIsStrict) {
   // The well-formed base case loads.
-  EXPECT_EQ(st_error(write_st("ok", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8)), "");
-  expect_has(st_error(write_st("dup", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                                      R"("a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8)),
+  EXPECT_EQ(
+      st_error(write_st("ok", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8)), "");
+  expect_has(st_error(write_st("dup",
+                               R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                               R"("a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                               8)),
              "dup.safetensors: header: key 'a' appears twice in one object");
-  expect_has(st_error(write_st("frac", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0.5,8.5]}})", 9)),
+  expect_has(st_error(write_st("frac",
+                               R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0.5,8.5]}})", 9)),
              "frac.safetensors: tensor a: field 'data_offsets[0]' must be an integer, not 0.5");
-  expect_has(st_error(write_st("fshape", R"({"a":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", 8)),
+  expect_has(st_error(write_st("fshape",
+                               R"({"a":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", 8)),
              "fshape.safetensors: tensor a: field 'shape[0]' must be an integer, not 2.0");
-  expect_has(st_error(write_st("negoff", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", 8)),
-             "negoff.safetensors: tensor a: field 'data_offsets[0]' = -8 is out of range");
+  expect_has(
+      st_error(write_st("negoff", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", 8)),
+      "negoff.safetensors: tensor a: field 'data_offsets[0]' = -8 is out of range");
   // A shape whose byte size overflows 64 bits (it used to wrap around to match the offsets).
-  expect_has(st_error(write_st("big", R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})", 8)),
-             "big.safetensors: tensor a: shape [4611686018427387904, 4] is larger than 2^63 bytes");
+  expect_has(
+      st_error(write_st(
+          "big", R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})",
+          8)),
+      "big.safetensors: tensor a: shape [4611686018427387904, 4] is larger than 2^63 bytes");
 }

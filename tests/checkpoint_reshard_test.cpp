@@ -27,8 +27,8 @@ void load_and_check(const FullState& full, const std::string& dir, int world, bo
     EXPECT_EQ(m.optimizer_step, want_step);
     EXPECT_EQ(m.loader["position"], 1000 + want_step);
     EXPECT_EQ(m.rng["calls"], want_step * 7);
-    expect_holding_matches(full, h, "load on " + std::to_string(world) + " ranks, rank " +
-                                        std::to_string(sync.rank));
+    expect_holding_matches(
+        full, h, "load on " + std::to_string(world) + " ranks, rank " + std::to_string(sync.rank));
   });
 }
 
@@ -120,7 +120,8 @@ TEST(CheckpointReshard, ElementsNobodyWritesAreAnError) {
     std::string m = e.what();
     // Unit 0 (504 elements) splits at 252: wte.weight [0, 384) lacks [252, 384).
     EXPECT_NE(m.find("tensor wte.weight state exp_avg: elements [252, 384) are missing"),
-              std::string::npos) << m;
+              std::string::npos)
+        << m;
     EXPECT_NE(m.find("CkptShard::write = true"), std::string::npos) << m;
   }
   EXPECT_FALSE(path_exists(root + "/step-1"));

@@ -5,13 +5,13 @@
 // and the losses follow within a tight tolerance (only the reduction order differs).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "core/base/file_io.hpp"
@@ -65,8 +65,8 @@ struct RankEnd {
   int steps_done = 0;
 };
 
-// A piece of a run on `cfg.ranks` local ranks with `cfg.engine.strategy`, the way the trainer runs it
-// (DataLoader, EngineStepper, cfg.lr_at): `before` on each rank once the engine exists (load a
+// A piece of a run on `cfg.ranks` local ranks with `cfg.engine.strategy`, the way the trainer runs
+// it (DataLoader, EngineStepper, cfg.lr_at): `before` on each rank once the engine exists (load a
 // checkpoint, check what was loaded), steps [from, to), then `after` (save).
 using RankHook = std::function<int64_t(RankContext&, EngineStepper&, DataLoader&)>;
 std::vector<RankEnd> run_piece(const TrainConfig& cfg, int64_t to, const RankHook& before,
@@ -82,9 +82,8 @@ std::vector<RankEnd> run_piece(const TrainConfig& cfg, int64_t to, const RankHoo
     RankEnd& end = ends[static_cast<size_t>(ctx.rank)];
     for (int64_t s = from; s < to; ++s) {
       const Batch b = loader.next();
-      end.losses.push_back(stepper.step(b.inputs.data(), b.targets.data(),
-                                        static_cast<int>(b.rows), static_cast<int>(b.seq),
-                                        cfg.lr_at(s)));
+      end.losses.push_back(stepper.step(b.inputs.data(), b.targets.data(), static_cast<int>(b.rows),
+                                        static_cast<int>(b.seq), cfg.lr_at(s)));
     }
     if (after) after(ctx, stepper, loader);
     for (int u = 0; u < stepper.engine().num_units(); ++u)
@@ -165,8 +164,8 @@ TEST(CheckpointResume, TenPlusTenStepsAreBitIdenticalToTwenty) {
   EXPECT_EQ(compared, cfg.ranks * 3 * 3);  // 4 ranks x 3 units (root, 2 blocks) x 3 states
   // The first half is the same computation as the reference's first half, so they differ only
   // after step 10: a check that the comparison above can fail.
-  EXPECT_FALSE(same_bits(first[0].shards[1].states.at("params"),
-                         ref[0].shards[1].states.at("params")));
+  EXPECT_FALSE(
+      same_bits(first[0].shards[1].states.at("params"), ref[0].shards[1].states.at("params")));
   remove_all(dir);
 }
 

@@ -11,8 +11,8 @@
 #include <limits>
 #include <sstream>
 
-#include "core/base/dtype.hpp"
 #include "apps/shardlab/checkpoint_commands.hpp"
+#include "core/base/dtype.hpp"
 #include "core/checkpoint/hf_safetensors.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "tests/checkpoint_fixture.hpp"
@@ -80,7 +80,7 @@ TEST(CheckpointSafetensors, WriterMatchesHandComputedBytes) {
       "\"b.weight\":{\"dtype\":\"F32\",\"shape\":[1,3],\"data_offsets\":[8,20]}}    ";
   ASSERT_EQ(header.size(), 152u);
   std::string want = std::string("\x98\0\0\0\0\0\0\0", 8) + header +
-                     std::string("\x00\x00\x80\x3f\x00\x00\x00\xc0", 8) +     // 1.0, -2.0
+                     std::string("\x00\x00\x80\x3f\x00\x00\x00\xc0", 8) +  // 1.0, -2.0
                      std::string("\x00\x00\x00\x3f\x00\x00\x80\x3e\x00\x00\x00\x80", 12);
   EXPECT_EQ(read_text_file(dir + "/f32.safetensors"), want);
 
@@ -91,7 +91,8 @@ TEST(CheckpointSafetensors, WriterMatchesHandComputedBytes) {
     w.write_next(b);
     w.finish();
   }
-  // 150 bytes + 2 spaces; bf16 1.0 = 0x3f80, -2.0 = 0xc000, 0.5 = 0x3f00, 0.25 = 0x3e80, -0 = 0x8000.
+  // 150 bytes + 2 spaces; bf16 1.0 = 0x3f80, -2.0 = 0xc000, 0.5 = 0x3f00, 0.25 = 0x3e80, -0 =
+  // 0x8000.
   std::string header16 =
       "{\"__metadata__\":{\"format\":\"pt\"},"
       "\"a\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]},"
@@ -155,7 +156,9 @@ TEST(CheckpointSafetensors, ReadsAFileWrittenByAnotherTool) {
       {"transformer.ln_f.bias", "[4]", 4, false},
   };
   // Element i of the tensor at data position k: k + i / 64 (exact in f32; BF16 rounds it).
-  auto value = [](size_t k, int64_t i) { return static_cast<float>(k) + static_cast<float>(i) / 64.0f; };
+  auto value = [](size_t k, int64_t i) {
+    return static_cast<float>(k) + static_cast<float>(i) / 64.0f;
+  };
   std::string data;
   std::vector<std::string> fields(data_order.size());
   for (size_t k = 0; k < data_order.size(); ++k) {
@@ -179,7 +182,8 @@ TEST(CheckpointSafetensors, ReadsAFileWrittenByAnotherTool) {
   std::string header = "{";
   for (size_t k = fields.size(); k-- > 0;) {
     header += fields[k] + ", ";
-    if (k == fields.size() / 2) header += "\"__metadata__\": {\"format\": \"pt\", \"tool\": \"hand\"}, ";
+    if (k == fields.size() / 2)
+      header += "\"__metadata__\": {\"format\": \"pt\", \"tool\": \"hand\"}, ";
   }
   header.resize(header.size() - 2);
   header += "}";
@@ -206,7 +210,8 @@ TEST(CheckpointSafetensors, ReadsAFileWrittenByAnotherTool) {
       for (const CkptTensor& t : u.tensors) {
         size_t k = 0;
         while (data_order[k].key != "transformer." + t.name) ++k;
-        for (int64_t i = std::max(t.offset, u.begin); i < std::min(t.offset + t.numel, u.end); ++i) {
+        for (int64_t i = std::max(t.offset, u.begin); i < std::min(t.offset + t.numel, u.end);
+             ++i) {
           float want = value(k, i - t.offset);
           if (data_order[k].bf16) want = round_to(DType::bf16, want);
           ASSERT_EQ(p[i - u.begin], want) << t.name << " element " << i - t.offset;
@@ -354,7 +359,8 @@ std::vector<std::string> expected_lines(const FullState& full) {
       double s = 0.0;
       for (int64_t i = 0; i < e.numel; ++i) s += full.data.at(kStateParams)[u][e.offset + i];
       std::string shape;
-      for (size_t d = 0; d < e.shape.size(); ++d) shape += (d ? "x" : "") + std::to_string(e.shape[d]);
+      for (size_t d = 0; d < e.shape.size(); ++d)
+        shape += (d ? "x" : "") + std::to_string(e.shape[d]);
       char hex[64];
       std::snprintf(hex, sizeof hex, "%a", s);
       lines.push_back(e.name + " F32 " + shape + " " + hex);

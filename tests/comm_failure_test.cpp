@@ -111,8 +111,9 @@ TEST(CommFailure, MismatchedCountNamesRanksAndValues) {
   });
   ASSERT_EQ(messages.size(), size_t(n));
   for (const std::string& m : messages)
-    EXPECT_TRUE(contains(m, "all_reduce: ranks disagree on count: rank 0 has 10, rank 1 has 12, "
-                            "rank 2 has 10"))
+    EXPECT_TRUE(contains(m,
+                         "all_reduce: ranks disagree on count: rank 0 has 10, rank 1 has 12, "
+                         "rank 2 has 10"))
         << m;
 }
 
@@ -134,9 +135,8 @@ TEST(CommFailure, MismatchedDtypeOpAndRootAreNamed) {
       }
     };
     const bool r1 = ctx.rank == 1;
-    expect_comm_error([&] {
-      ctx.comm->all_gather(a.data(), b.data(), 8, r1 ? DType::bf16 : DType::f32);
-    });
+    expect_comm_error(
+        [&] { ctx.comm->all_gather(a.data(), b.data(), 8, r1 ? DType::bf16 : DType::f32); });
     expect_comm_error([&] {
       if (r1)
         ctx.comm->all_gather(a.data(), b.data(), 8, DType::f32);
@@ -158,8 +158,9 @@ TEST(CommFailure, MismatchedDtypeOpAndRootAreNamed) {
       << messages[1];
   EXPECT_TRUE(contains(messages[2], "ranks disagree on root: rank 0 has 0, rank 1 has 1"))
       << messages[2];
-  EXPECT_TRUE(contains(messages[3], "ranks disagree on the reduce op: rank 0 has sum, rank 1 "
-                                    "has avg"))
+  EXPECT_TRUE(contains(messages[3],
+                       "ranks disagree on the reduce op: rank 0 has sum, rank 1 "
+                       "has avg"))
       << messages[3];
 }
 

@@ -283,7 +283,7 @@ TEST(CommLocal, EachCollectiveRecordsOneSpan) {
       EXPECT_LE(sp["t_issue"].get<int64_t>(), sp["t_start"].get<int64_t>());
       EXPECT_LE(sp["t_start"].get<int64_t>(), sp["t_end"].get<int64_t>());
     }
-    EXPECT_EQ(spans[0]["t_wait"], -1);  // blocking
+    EXPECT_EQ(spans[0]["t_wait"], -1);                                                 // blocking
     EXPECT_GE(spans[1]["t_wait"].get<int64_t>(), spans[1]["t_issue"].get<int64_t>());  // async
   });
 }

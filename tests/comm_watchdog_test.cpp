@@ -101,8 +101,7 @@ TEST(Watchdog, RankThatSkipsACollectiveIsNamed) {
     if (ctx.rank == 0) ctx.comm->all_gather(x.data(), x.data(), 4, DType::f32, false, {1});
     ctx.comm->all_gather(x.data(), x.data(), 4, DType::f32, false, {2});
   });
-  EXPECT_NE(err.find("ranks disagree on the unit: rank 0 has 1, rank 1 has 2"),
-            std::string::npos)
+  EXPECT_NE(err.find("ranks disagree on the unit: rank 0 has 1, rank 1 has 2"), std::string::npos)
       << err;
 }
 
@@ -119,8 +118,10 @@ TEST(Watchdog, RankThatSkipsAndStaysAwayIsNamed) {
 TEST(Watchdog, RankThatIssuesAnotherCollectiveIsNamed) {
   const std::string err = run_ranks(2, 30, [&](RankContext& ctx) {
     std::vector<float> x(8, 1.0f);
-    if (ctx.rank == 0) ctx.comm->all_reduce(x.data(), x.data(), 4, DType::f32);
-    else ctx.comm->reduce_scatter(x.data(), x.data(), 4, DType::f32);
+    if (ctx.rank == 0)
+      ctx.comm->all_reduce(x.data(), x.data(), 4, DType::f32);
+    else
+      ctx.comm->reduce_scatter(x.data(), x.data(), 4, DType::f32);
   });
   EXPECT_NE(err.find("ranks disagree on the collective: rank 0 has all_reduce, rank 1 has "
                      "reduce_scatter"),

@@ -18,7 +18,8 @@ struct Grads {
   float norm = 0;
   int64_t peak_activations = 0;
 };
-Grads grads_after_one_pass(const GPTConfig& model, const EngineConfig& ec, int ranks, int B, int K) {
+Grads grads_after_one_pass(const GPTConfig& model, const EngineConfig& ec, int ranks, int B,
+                           int K) {
   Grads out;
   LaunchOptions lo;
   lo.ranks = ranks;
@@ -90,8 +91,8 @@ TEST(FsdpAccum, MixedPrecisionAccumulationWithinBf16Rounding) {
       ec.accum_mode = mode;
       Grads big = grads_after_one_pass(model, ec, 2, 4, 1);
       Grads acc = grads_after_one_pass(model, ec, 2, 1, 4);
-      EXPECT_LT(max_rel_diff(acc.g, big.g), 4.0 / 256) << strategy_name(s) << " "
-                                                       << accum_mode_name(mode);
+      EXPECT_LT(max_rel_diff(acc.g, big.g), 4.0 / 256)
+          << strategy_name(s) << " " << accum_mode_name(mode);
       EXPECT_GT(big.norm, 0.0f);
     }
   }

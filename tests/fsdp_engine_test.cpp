@@ -158,7 +158,8 @@ TEST(FsdpEngine, BytesCommunicatedPerStepEqualTheory) {
             break;
           }
         }
-        EXPECT_EQ(st.comm_all_gather, ag) << strategy_name(s) << " N=" << n << " " << dtype_name(dt);
+        EXPECT_EQ(st.comm_all_gather, ag)
+            << strategy_name(s) << " N=" << n << " " << dtype_name(dt);
         EXPECT_EQ(st.comm_reduce_scatter, rs) << strategy_name(s) << " N=" << n;
         EXPECT_EQ(st.comm_all_reduce, ar) << strategy_name(s) << " N=" << n;
         EXPECT_EQ(st.comm_inter, inter) << strategy_name(s) << " N=" << n;
@@ -202,8 +203,8 @@ TEST(FsdpEngine, ShardsRoundTripIntoAFreshEngine) {
         for (int u = 0; u < b.num_units(); ++u) p.push_back(b.gather_unit_params(u));
         if (ctx.rank == 0) resumed = std::move(p);
       });
-      EXPECT_TRUE(bit_identical(resumed, straight.params)) << strategy_name(s) << " "
-                                                           << dtype_name(pd);
+      EXPECT_TRUE(bit_identical(resumed, straight.params))
+          << strategy_name(s) << " " << dtype_name(pd);
     }
   }
 }

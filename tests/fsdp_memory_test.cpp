@@ -110,8 +110,8 @@ TEST(FsdpMemory, SgdKeepsLessOptimizerState) {
 TEST(FsdpMemory, MixedPrecisionPersistentBytes) {
   // bf16: 2 + 2 + 12 (fp32 master, m, v). ZeRO-1 is 4 Psi + 12 Psi / N, ZeRO-3 16 Psi / N.
   const GPTConfig model = tiny_model();
-  for (Strategy s : {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op,
-                     Strategy::full_shard}) {
+  for (Strategy s :
+       {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op, Strategy::full_shard}) {
     EngineConfig ec = test_config(s);
     ec.param_dtype = ec.reduce_dtype = DType::bf16;
     std::vector<MemArray> measured(4);
@@ -169,10 +169,9 @@ TEST(FsdpMemory, PlannedPeakIsTheMeasuredPeakUpToOneReductionStaging) {
     ec.max_inflight_gathers = c.max_inflight;
     RunResult r = run_engine(model, ec, c.ranks, 2, c.B, 16, c.K);
     MemoryPlan plan = plan_memory(plan_input(ec, c.ranks, model, c.B, 16, c.K));
-    const std::string what = detail::concat(strategy_name(c.s), " N=", c.ranks, " B=", c.B,
-                                            " K=", c.K, " prefetch=", c.prefetch, " ckpt=",
-                                            c.ckpt, " ", dtype_name(c.pd), " max_inflight=",
-                                            c.max_inflight);
+    const std::string what = detail::concat(
+        strategy_name(c.s), " N=", c.ranks, " B=", c.B, " K=", c.K, " prefetch=", c.prefetch,
+        " ckpt=", c.ckpt, " ", dtype_name(c.pd), " max_inflight=", c.max_inflight);
     // A plan missing a prefetch depth is a gathered block too low: above no measured peak. In
     // fp32 a block is also larger than the slack, so a plan a depth too high fails as well.
     const int64_t block =
@@ -183,11 +182,12 @@ TEST(FsdpMemory, PlannedPeakIsTheMeasuredPeakUpToOneReductionStaging) {
     for (int rank = 0; rank < c.ranks; ++rank) {
       const double measured = static_cast<double>(r.peak_total[rank]);
       const double planned = static_cast<double>(plan.peak_total());
-      std::printf("%s rank %d: planned %.1f KiB, measured %.1f KiB (%+.2f%%, slack %.1f KiB) "
-                  "at %s\n",
-                  what.c_str(), rank, planned / 1024, measured / 1024,
-                  100 * (planned - measured) / measured, staging_slack(plan) / 1024.0,
-                  plan.peak_where.c_str());
+      std::printf(
+          "%s rank %d: planned %.1f KiB, measured %.1f KiB (%+.2f%%, slack %.1f KiB) "
+          "at %s\n",
+          what.c_str(), rank, planned / 1024, measured / 1024,
+          100 * (planned - measured) / measured, staging_slack(plan) / 1024.0,
+          plan.peak_where.c_str());
       expect_measured_peak(plan, r.peak_total[rank], what + " rank " + std::to_string(rank));
     }
     peaks.push_back(plan.peak_total());
@@ -219,9 +219,10 @@ TEST(FsdpMemory, CapacityThatNoShardExceedsFullShardTrainsIn) {
   }
   RunResult r = run_engine(model, fsdp, 4, 20, 1, 16, 1, capacity);
   EXPECT_LT(r.losses.back(), r.losses.front() - 0.3f);
-  std::printf("capacity %.0f KiB: no_shard plans %.0f KiB (out of memory), full_shard plans "
-              "%.0f KiB and peaked at %.0f KiB\n", capacity / 1024.0, dp_peak / 1024.0,
-              fsdp_peak / 1024.0, r.peak_total[0] / 1024.0);
+  std::printf(
+      "capacity %.0f KiB: no_shard plans %.0f KiB (out of memory), full_shard plans "
+      "%.0f KiB and peaked at %.0f KiB\n",
+      capacity / 1024.0, dp_peak / 1024.0, fsdp_peak / 1024.0, r.peak_total[0] / 1024.0);
   for (int64_t p : r.peak_total) EXPECT_LE(p, capacity);
 }
 

@@ -78,10 +78,11 @@ TEST(FsdpNonFinite, InfGradientIsNamedByUnitAndRankWithClippingOnAndOff) {
       const std::string msg =
           run_until_error(ec, 2, 2, [](Engine& e) { poke_root(e, "ln_f.bias", 0, 1e8f); });
       SCOPED_TRACE(std::string(strategy_name(s)) + " clip " + std::to_string(clip));
-      expect_has(msg, "step 1: the reduced gradient of unit 0 (embeddings and ln_f) holds NaN or "
-                      "Inf on rank ");
-      const bool named = msg.find("on rank 0") != std::string::npos ||
-                         msg.find("on rank 1") != std::string::npos;
+      expect_has(msg,
+                 "step 1: the reduced gradient of unit 0 (embeddings and ln_f) holds NaN or "
+                 "Inf on rank ");
+      const bool named =
+          msg.find("on rank 0") != std::string::npos || msg.find("on rank 1") != std::string::npos;
       EXPECT_TRUE(named) << msg;
     }
   }

@@ -5,9 +5,9 @@
 
 #include <cmath>
 
+#include "apps/shardlab/plan_command.hpp"
 #include "core/fsdp/flat_param.hpp"
 #include "core/fsdp/memory_plan.hpp"
-#include "apps/shardlab/plan_command.hpp"
 
 #include <sstream>
 
@@ -70,16 +70,31 @@ TEST(FsdpPlan, PersistentBytesMatchTheFormulaTableForN1To8) {
         const int64_t shard = padded / group;  // sum of per-unit shards
         int64_t ep = 0, eg = 0, eo = 0;
         switch (s) {
-          case Strategy::no_shard: ep = 4 * padded; eg = 4 * padded; eo = 8 * padded; break;
-          case Strategy::shard_optim: ep = 4 * padded; eg = 4 * padded; eo = 8 * shard; break;
-          case Strategy::shard_grad_op: ep = 4 * padded; eg = 4 * shard; eo = 8 * shard; break;
-          default: ep = 4 * shard; eg = 4 * shard; eo = 8 * shard; break;
+          case Strategy::no_shard:
+            ep = 4 * padded;
+            eg = 4 * padded;
+            eo = 8 * padded;
+            break;
+          case Strategy::shard_optim:
+            ep = 4 * padded;
+            eg = 4 * padded;
+            eo = 8 * shard;
+            break;
+          case Strategy::shard_grad_op:
+            ep = 4 * padded;
+            eg = 4 * shard;
+            eo = 8 * shard;
+            break;
+          default:
+            ep = 4 * shard;
+            eg = 4 * shard;
+            eo = 8 * shard;
+            break;
         }
         EXPECT_EQ(cat(p.persistent, MemCategory::params), ep) << strategy_name(s) << " N=" << n;
         EXPECT_EQ(cat(p.persistent, MemCategory::grads), eg) << strategy_name(s) << " N=" << n;
         EXPECT_EQ(cat(p.persistent, MemCategory::optimizer_state), eo);
-        const double formula =
-            formula_persistent_bytes(s, static_cast<double>(in.psi()), n, g);
+        const double formula = formula_persistent_bytes(s, static_cast<double>(in.psi()), n, g);
         EXPECT_NEAR(static_cast<double>(p.persistent_total() - p.padding_bytes), formula, 0.5);
         EXPECT_GE(p.padding_bytes, 0);
         // Padding is under G elements per unit, at 16 bytes an element at most.

@@ -55,22 +55,21 @@ TEST(FsdpTrace, UnitLifecycleWithPrefetch0To2) {
   // Units: 0 = root, 1 and 2 = blocks. Forward 0, 1, 2 (root held until the loss), backward
   // 0 (head), 2, 1, 0 (embedding). Without prefetch each gather waits for the previous reshard.
   const std::vector<std::string> expect_off = {
-      "g0", "u0", "g1", "u1", "r1", "g2", "u2", "r2", "r0",            // forward
-      "g0", "u0", "g2", "u2", "r2", "g1", "u1", "r1", "r0"};           // backward
+      "g0", "u0", "g1", "u1", "r1", "g2", "u2", "r2", "r0",   // forward
+      "g0", "u0", "g2", "u2", "r2", "g1", "u1", "r1", "r0"};  // backward
   EXPECT_EQ(off, expect_off);
   ec.prefetch = 1;
   const std::vector<std::string> on = unit_sequence(events_of_one_step(ec));
   // With prefetch 1 the next unit's all-gather is issued before the current one is waited for.
-  const std::vector<std::string> expect_on = {
-      "g0", "g1", "u0", "g2", "u1", "r1", "u2", "r2", "r0",
-      "g0", "g2", "u0", "g1", "u2", "r2", "u1", "r1", "r0"};
+  const std::vector<std::string> expect_on = {"g0", "g1", "u0", "g2", "u1", "r1", "u2", "r2", "r0",
+                                              "g0", "g2", "u0", "g1", "u2", "r2", "u1", "r1", "r0"};
   EXPECT_EQ(on, expect_on);
   ec.prefetch = 2;
   // With prefetch 2 the first unit of each pass issues the all-gathers of the next two: here all
   // three units are gathered before the first is used.
-  const std::vector<std::string> expect_two = {
-      "g0", "g1", "g2", "u0", "u1", "r1", "u2", "r2", "r0",
-      "g0", "g2", "g1", "u0", "u2", "r2", "u1", "r1", "r0"};
+  const std::vector<std::string> expect_two = {"g0", "g1", "g2", "u0", "u1", "r1",
+                                               "u2", "r2", "r0", "g0", "g2", "g1",
+                                               "u0", "u2", "r2", "u1", "r1", "r0"};
   EXPECT_EQ(unit_sequence(events_of_one_step(ec)), expect_two);
   // At most 2 all-gathers in flight, the one about to be used included: prefetch 1 again.
   ec.max_inflight_gathers = 2;

@@ -26,7 +26,7 @@ std::string missing_entries(const KernelTable& t) {
   auto need = [&](bool set, const char* name) {
     if (!set) missing += std::string(missing.empty() ? "" : ", ") + name;
   };
-#define SL_NEED(family, fn) need(t.family && t.family->fn, #family "." #fn)
+#define SL_NEED(family, fn) need(t.family&& t.family->fn, #family "." #fn)
   need(t.device != nullptr, "device");
   SL_NEED(attention, softmax_forward);
   SL_NEED(attention, softmax_backward);

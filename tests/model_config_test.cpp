@@ -212,4 +212,3 @@ TEST(ModelConfig, ValidateRefusesAParameterCountBeyondInt64) {
   cfg = GPTConfig::preset("gpt2");
   EXPECT_EQ(error_of(cfg), "");
 }
-

@@ -125,8 +125,7 @@ TEST(AdamW, RestoredStateAndStepCountResumeExactly) {
   AdamW a(*f.dev, cfg, n);
   for (int t = 0; t < 3; ++t) grad(t), a.step(p.data(), g.data(), n);
   AdamW b(*f.dev, cfg, n);
-  for (size_t k = 0; k < 2; ++k)
-    f.dev->copy(b.state()[k].data, a.state()[k].data, n * 4);
+  for (size_t k = 0; k < 2; ++k) f.dev->copy(b.state()[k].data, a.state()[k].data, n * 4);
   b.set_step_count(a.step_count());
   std::vector<float> pa = p, pb = p;
   grad(3);

@@ -2,12 +2,12 @@
 // line, a malformed line, the directory vanishing) without throwing, and read_run's errors.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -61,7 +61,8 @@ TEST(TraceReader, FollowsARunFromBeforeItStarts) {
   const fs::path dir = fresh_dir("reader_follow");
   RunReader reader(dir.string(), /*wait_for_start=*/true);
   EXPECT_FALSE(reader.poll());
-  EXPECT_NE(reader.status().find("waiting for run directory"), std::string::npos) << reader.status();
+  EXPECT_NE(reader.status().find("waiting for run directory"), std::string::npos)
+      << reader.status();
 
   fs::create_directories(dir);
   EXPECT_FALSE(reader.poll());
@@ -221,11 +222,13 @@ TEST(TraceReader, LiveReaderAgreesWithReadRun) {
     EXPECT_EQ(reader.data().ranks[r].steps.size(), 50u);
     EXPECT_EQ(reader.data().ranks[r].t_last, full.ranks[r].t_last);
   }
-  EXPECT_EQ(summary_to_json(compute_summary(reader.data())), summary_to_json(compute_summary(full)));
+  EXPECT_EQ(summary_to_json(compute_summary(reader.data())),
+            summary_to_json(compute_summary(full)));
   fs::remove_all(dir);
 }
 
-// ---- hostile run directories ----------------------------------------------------------------------
+// ---- hostile run directories
+// ----------------------------------------------------------------------
 
 namespace {
 
@@ -255,7 +258,8 @@ fs::path two_rank_run(const std::string& name, const std::string& meta) {
 TEST(TraceReader, RankCountsComeFromTheFilesPresent) {
   const fs::path dir = two_rank_run("reader_hostile_ranks", R"({"world_size":2000000000})");
   std::string err = read_run_error(dir);
-  EXPECT_NE(err.find("meta.json: field 'world_size' = 2000000000 is out of range"), std::string::npos)
+  EXPECT_NE(err.find("meta.json: field 'world_size' = 2000000000 is out of range"),
+            std::string::npos)
       << err;
   RunReader live(dir.string());
   live.poll();

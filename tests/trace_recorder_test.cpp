@@ -2,12 +2,12 @@
 // to a file, and the disabled recorder.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include <nlohmann/json.hpp>

@@ -4,6 +4,7 @@
 // and trace.json against the Chrome trace event format (validator below).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -13,7 +14,6 @@
 #include <set>
 #include <sstream>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -107,7 +107,9 @@ void check_event_schema(const json& e, int rank, const std::string& where) {
   ASSERT_TRUE(e.at("t").is_number_integer()) << where;
   ASSERT_EQ(e.at("rank"), rank) << where;
   const std::string kind = e.at("kind");
-  auto has_int = [&](const char* k) { EXPECT_TRUE(e.at(k).is_number_integer()) << where << " " << k; };
+  auto has_int = [&](const char* k) {
+    EXPECT_TRUE(e.at(k).is_number_integer()) << where << " " << k;
+  };
   auto has_str = [&](const char* k) { EXPECT_TRUE(e.at(k).is_string()) << where << " " << k; };
   if (kind == "mem") {
     has_str("category");
@@ -176,7 +178,8 @@ json validate_chrome_trace(const std::string& text) {
     if (ph == "M") {
       const std::string n = e.at("name");
       EXPECT_TRUE(n == "process_name" || n == "thread_name" || n == "process_sort_index" ||
-                  n == "thread_sort_index") << where;
+                  n == "thread_sort_index")
+          << where;
       EXPECT_TRUE(e.at("args").is_object()) << where;
       if (n == "process_name") named_pids.insert(thread.first);
       if (n == "thread_name") named_threads.insert(thread);
@@ -199,7 +202,8 @@ json validate_chrome_trace(const std::string& text) {
     }
   }
   for (const auto& th : used_threads) {
-    EXPECT_TRUE(named_threads.count(th)) << "pid " << th.first << " tid " << th.second << " unnamed";
+    EXPECT_TRUE(named_threads.count(th))
+        << "pid " << th.first << " tid " << th.second << " unnamed";
     EXPECT_TRUE(named_pids.count(th.first)) << "pid " << th.first << " unnamed";
   }
   // Complete events on one thread: each either ends before the next starts or encloses it.
@@ -225,7 +229,7 @@ TEST_P(TraceRun, SyntheticRunFilesParseAndMatchTheTrackers) {
   const int world = GetParam();
   const fs::path dir = fresh_dir("trace_run_n" + std::to_string(world));
   json meta = {{"strategy", "full_shard"}, {"world_size", world}, {"backend", "local"},
-               {"mesh", {world}},          {"params", 12345},      {"dtypes", {{"param", "f32"}}}};
+               {"mesh", {world}},          {"params", 12345},     {"dtypes", {{"param", "f32"}}}};
   const RunDir rd = RunDir::create(meta, {dir.string()});
 
   std::vector<RankResult> expect(world);
@@ -332,7 +336,8 @@ TEST_P(TraceRun, SyntheticRunFilesParseAndMatchTheTrackers) {
       process_names.insert(e.at("args").at("name").get<std::string>());
     if (e.at("ph") == "X") {
       ++x_events;
-      if (e.at("tid").get<int>() % 2 == 1) comm_bytes[e.at("pid")] += e.at("args").at("bytes").get<int64_t>();
+      if (e.at("tid").get<int>() % 2 == 1)
+        comm_bytes[e.at("pid")] += e.at("args").at("bytes").get<int64_t>();
     }
     if (e.at("ph") == "C") last_memory[e.at("pid")] = e.at("args");
     if (e.at("ph") == "i" && e.at("s") == "p") ++steps;
@@ -432,11 +437,10 @@ TEST(TraceChrome, OverlappingSpansGoToExtraThreadsAndNestedStay) {
     return SpanEvent{l, op, -1, 0, DType::f32, s, s, e, -1};
   };
   // Nested compute spans stay on tid 0; two comm spans in flight at once need two threads.
-  run.ranks[0].spans = {span(Lane::compute, "forward", 0, 1000),
-                        span(Lane::compute, "attention", 100, 400),
-                        span(Lane::comm, "all_gather", 0, 600),
-                        span(Lane::comm, "all_gather", 500, 900),
-                        span(Lane::comm, "reduce_scatter", 950, 1200)};
+  run.ranks[0].spans = {
+      span(Lane::compute, "forward", 0, 1000), span(Lane::compute, "attention", 100, 400),
+      span(Lane::comm, "all_gather", 0, 600), span(Lane::comm, "all_gather", 500, 900),
+      span(Lane::comm, "reduce_scatter", 950, 1200)};
   const json t = validate_chrome_trace(chrome_trace_json(run));
   std::map<std::string, std::vector<int>> tids;
   std::map<int, std::string> thread_names;
@@ -512,8 +516,8 @@ TEST(TraceSummary, TwoStepsKeepBothAndNoCommIsZeroExposed) {
 
 TEST(TraceSummary, PrintsTablesAndFailsOnMissingRun) {
   const fs::path dir = fresh_dir("trace_print");
-  const RunDir rd = RunDir::create({{"strategy", "shard_grad_op"}, {"world_size", 2}, {"backend", "local"}},
-                                   {dir.string()});
+  const RunDir rd = RunDir::create(
+      {{"strategy", "shard_grad_op"}, {"world_size", 2}, {"backend", "local"}}, {dir.string()});
   for (int r = 0; r < 2; ++r) run_rank(rd, r);
   rd.finish();
   std::ostringstream os;

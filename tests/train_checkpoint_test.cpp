@@ -4,11 +4,11 @@
 // naming the option; --init-from loads exactly the exported parameters.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "core/base/error.hpp"
@@ -116,13 +116,15 @@ TEST(TrainCheckpoint, ResumeRefusesWhatDoesNotFitBeforeStarting) {
 
   TrainConfig other = b;
   other.n_layer = 3;
-  EXPECT_NE(error_of([&] { check_resume(dir, other, n); }).find("model_config.n_layer: "
-                                                                 "checkpoint 2, this run 3"),
+  EXPECT_NE(error_of([&] { check_resume(dir, other, n); })
+                .find("model_config.n_layer: "
+                      "checkpoint 2, this run 3"),
             std::string::npos);
   other = b;
   other.batch = 8;
-  EXPECT_NE(error_of([&] { check_resume(dir, other, n); }).find("batch 4, this run has 8 (--batch)"),
-            std::string::npos)
+  EXPECT_NE(
+      error_of([&] { check_resume(dir, other, n); }).find("batch 4, this run has 8 (--batch)"),
+      std::string::npos)
       << error_of([&] { check_resume(dir, other, n); });
   other = b;
   other.engine.seed = 7;
@@ -132,9 +134,9 @@ TEST(TrainCheckpoint, ResumeRefusesWhatDoesNotFitBeforeStarting) {
   other.steps = 5;
   EXPECT_NE(error_of([&] { check_resume(dir, other, n); }).find("at step 6, past --steps 5"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { check_resume(join_path(dir, "nothing"), b, n); })
-                .find("not a checkpoint"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { check_resume(join_path(dir, "nothing"), b, n); }).find("not a checkpoint"),
+      std::string::npos);
   // And run_training refuses the same way, as one error.
   other = b;
   other.resume = "latest";

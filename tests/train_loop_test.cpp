@@ -53,11 +53,11 @@ TEST(TrainSchedule, WarmupThenCosineToTheFloor) {
   c.warmup = 10;
   c.engine.optim.lr = 1.0f;
   c.min_lr_ratio = 0.1f;
-  EXPECT_FLOAT_EQ(c.lr_at(0), 0.1f);   // (0 + 1) / 10
+  EXPECT_FLOAT_EQ(c.lr_at(0), 0.1f);  // (0 + 1) / 10
   EXPECT_FLOAT_EQ(c.lr_at(4), 0.5f);
-  EXPECT_FLOAT_EQ(c.lr_at(10), 1.0f);  // cosine starts at the peak
+  EXPECT_FLOAT_EQ(c.lr_at(10), 1.0f);               // cosine starts at the peak
   EXPECT_NEAR(c.lr_at(10 + 99 / 2.0), 0.55, 0.01);  // halfway: (1 + 0.1) / 2
-  EXPECT_FLOAT_EQ(c.lr_at(109), 0.1f);  // the last step sits on the floor
+  EXPECT_FLOAT_EQ(c.lr_at(109), 0.1f);              // the last step sits on the floor
   for (int s = 11; s < 110; ++s) EXPECT_LE(c.lr_at(s), c.lr_at(s - 1)) << s;
   c.schedule = LrSchedule::constant;
   EXPECT_FLOAT_EQ(c.lr_at(50), 1.0f);

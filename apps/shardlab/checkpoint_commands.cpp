@@ -85,8 +85,9 @@ int inspect_command(const std::string& ckpt_dir, std::ostream& out, std::ostream
       if (s == kStateParams) shown = s;
     size_t w = 4;
     for (const auto& t : ix.tensors) w = std::max(w, t.name.size());
-    out << "  " << std::left << std::setw(static_cast<int>(w)) << "name" << "  "
-        << std::setw(14) << "shape" << "  unit  " << shown << " held in\n";
+    out << "  " << std::left << std::setw(static_cast<int>(w)) << "name"
+        << "  " << std::setw(14) << "shape"
+        << "  unit  " << shown << " held in\n";
     for (const auto& t : ix.tensors)
       out << "  " << std::setw(static_cast<int>(w)) << t.name << "  " << std::setw(14)
           << format_shape(t.shape) << "  " << std::setw(4) << t.unit << "  "

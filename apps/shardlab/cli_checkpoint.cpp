@@ -18,14 +18,16 @@ CliCommand add_export_command(CLI::App& app) {
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
-      "export", "write a checkpoint's parameters as one .safetensors file (Hugging Face GPT-2 "
-                "names)");
+      "export",
+      "write a checkpoint's parameters as one .safetensors file (Hugging Face GPT-2 "
+      "names)");
   cmd->add_option("ckpt_dir", o->ckpt, "a checkpoint: step-<k>/ or a root with `latest`")
       ->required();
   cmd->add_option("output", o->out, "the .safetensors file to write (atomically)")->required();
   cmd->add_option("--dtype", o->dtype, "f32 | bf16")->capture_default_str();
-  cmd->footer("\nExample: shardlab export ckpt gpt.safetensors --dtype bf16\n"
-              "         shardlab train --init-from gpt.safetensors ...\n");
+  cmd->footer(
+      "\nExample: shardlab export ckpt gpt.safetensors --dtype bf16\n"
+      "         shardlab train --init-from gpt.safetensors ...\n");
   return {cmd, [o] { return export_command(o->ckpt, o->out, o->dtype, std::cout, std::cerr); }};
 }
 

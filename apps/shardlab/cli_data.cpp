@@ -20,13 +20,14 @@ CliCommand add_data_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* data = app.add_subcommand("data", "make and inspect token files");
   data->require_subcommand(1);
-  CLI::App* encode = data->add_subcommand(
-      "encode", "write any file as an llm.c .bin shard, one uint16 token per byte\n"
-                "(example: shardlab data encode data/fsdp_notes.txt notes.bin)");
+  CLI::App* encode =
+      data->add_subcommand("encode",
+                           "write any file as an llm.c .bin shard, one uint16 token per byte\n"
+                           "(example: shardlab data encode data/fsdp_notes.txt notes.bin)");
   encode->add_option("input", o->enc_in, "file to read (text or anything else)")->required();
   encode->add_option("output", o->enc_out, ".bin file to write (atomically)")->required();
-  CLI::App* info = data->add_subcommand(
-      "info", "print what a data file holds: a .bin shard or a text file");
+  CLI::App* info =
+      data->add_subcommand("info", "print what a data file holds: a .bin shard or a text file");
   info->add_option("file", o->info_path, "the file")->required();
 
   return {data, [o, encode] {

@@ -2,8 +2,8 @@
 // per-rank memory limit, declared once for both commands (apps/shardlab/cli.hpp).
 #include <CLI/CLI.hpp>
 
-#include "core/memory/tracker.hpp"
 #include "apps/shardlab/cli.hpp"
+#include "core/memory/tracker.hpp"
 
 namespace shardlab {
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "core/base/error.hpp"
-#include "apps/shardlab/plan_command.hpp"
-#include "core/memory/tracker.hpp"
 #include "apps/shardlab/cli.hpp"
+#include "apps/shardlab/plan_command.hpp"
+#include "core/base/error.hpp"
+#include "core/memory/tracker.hpp"
 
 namespace shardlab {
 

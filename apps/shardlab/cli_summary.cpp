@@ -8,8 +8,8 @@
 #include <string>
 #include <utility>
 
-#include "core/trace/summary.hpp"
 #include "apps/shardlab/cli.hpp"
+#include "core/trace/summary.hpp"
 
 namespace shardlab {
 
@@ -30,8 +30,9 @@ CliCommand add_summary_command(CLI::App& app) {
       "communication by op",
       "run_dir", "the run directory (e.g. runs/full_shard-n4-20250101-120000)",
       [](const std::string& dir) { return print_summary(dir, std::cout); });
-  c.app->footer("\nA run still going (or killed) is summarized from what its files hold so far.\n"
-                "Definitions: docs/observability.md \"Summary\".\n");
+  c.app->footer(
+      "\nA run still going (or killed) is summarized from what its files hold so far.\n"
+      "Definitions: docs/observability.md \"Summary\".\n");
   return c;
 }
 

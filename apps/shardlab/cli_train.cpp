@@ -5,11 +5,11 @@
 #include <memory>
 #include <string>
 
+#include "apps/shardlab/cli.hpp"
 #include "core/base/error.hpp"
 #include "core/memory/tracker.hpp"
 #include "core/model/config.hpp"
 #include "core/optim/optimizer.hpp"
-#include "apps/shardlab/cli.hpp"
 #include "core/train/trainer.hpp"
 
 namespace shardlab {

@@ -32,10 +32,15 @@ TrainConfig demo_config(const DemoOptions& o, Strategy s) {
 }  // namespace
 
 int run_demo(const DemoOptions& o, std::ostream& out) {
-  out << "shardlab demo: DP against FSDP. The small GPT (3.3M parameters) learns a synthetic Markov\n"
-         "chain on " << o.ranks << " local ranks (threads, each with its own tracked memory), once "
+  out << "shardlab demo: DP against FSDP. The small GPT (3.3M parameters) learns a synthetic "
+         "Markov\n"
+         "chain on "
+      << o.ranks
+      << " local ranks (threads, each with its own tracked memory), once "
          "with no_shard\n(DDP: every rank holds everything) and once with full_shard (FSDP: every "
-         "rank holds 1/" << o.ranks << "\nof the parameters, gradients and Adam state, and gathers "
+         "rank holds 1/"
+      << o.ranks
+      << "\nof the parameters, gradients and Adam state, and gathers "
          "only the root,\nthe block in use and the one being prefetched).\n\n";
   TrainResult res[2];
   const Strategy strategies[2] = {Strategy::no_shard, Strategy::full_shard};
@@ -70,8 +75,11 @@ int run_demo(const DemoOptions& o, std::ostream& out) {
                 res[1].final_loss);
   out << line;
   out << "run directories: " << res[0].run_dir << ", " << res[1].run_dir << "\n";
-  out << "\nThe categories are the tracker's at each run's peak. full_shard keeps params, grads and\n"
-         "optimizer_state at 1/" << o.ranks << " and adds params_unsharded (the gathered units) "
+  out << "\nThe categories are the tracker's at each run's peak. full_shard keeps params, grads "
+         "and\n"
+         "optimizer_state at 1/"
+      << o.ranks
+      << " and adds params_unsharded (the gathered units) "
          "and grads_unsharded\n(a unit's gradient before its reduce-scatter); it sends 1.5x the "
          "bytes of DDP (two\nall-gathers and a reduce-scatter against one all-reduce). Open a run "
          "directory with the\nviewer, or its trace.json in Perfetto. docs/fsdp.md explains the "

@@ -15,8 +15,8 @@
 #include <iostream>
 #include <vector>
 
-#include "core/base/error.hpp"
 #include "apps/shardlab/cli.hpp"
+#include "core/base/error.hpp"
 
 using namespace shardlab;
 
@@ -31,10 +31,10 @@ int main(int argc, char** argv) {
       "Example: shardlab train --model small --data synthetic --steps 300\n"
       "         shardlab summary runs/<the directory train printed>");
 
-  const std::vector<CliCommand> commands = {
-      add_train_command(app),   add_demo_command(app),    add_plan_command(app),
-      add_summary_command(app), add_inspect_command(app), add_export_command(app),
-      add_data_command(app)};
+  const std::vector<CliCommand> commands = {add_train_command(app),   add_demo_command(app),
+                                            add_plan_command(app),    add_summary_command(app),
+                                            add_inspect_command(app), add_export_command(app),
+                                            add_data_command(app)};
 
   try {
     app.parse(argc, argv);

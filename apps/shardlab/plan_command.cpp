@@ -71,8 +71,7 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
       std::snprintf(line, sizeof line, "%-14s %10.3f %10.3f %10.3f %10.3f %10.3f  %s\n",
                     strategy_name(p.input.engine.strategy), v(MemCategory::params_unsharded),
                     v(MemCategory::grads_unsharded), v(MemCategory::activations),
-                    v(MemCategory::comm_buffers), v(MemCategory::workspace),
-                    p.peak_where.c_str());
+                    v(MemCategory::comm_buffers), v(MemCategory::workspace), p.peak_where.c_str());
       out << line;
     }
   }

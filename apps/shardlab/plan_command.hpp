@@ -20,11 +20,11 @@ struct PlanCommandOptions {
   // engine.strategy in turn. engine.hybrid_group 0: a group of 2 when N is even, else N.
   EngineConfig engine;
   std::vector<Strategy> strategies;  // empty: all five
-  int batch = 4;                // B per rank per micro-batch
-  int seq = 0;                  // T (0: the model's max_seq_len)
+  int batch = 4;                     // B per rank per micro-batch
+  int seq = 0;                       // T (0: the model's max_seq_len)
   int accum = 1;
-  int64_t capacity = 0;         // bytes per rank, 0 = none
-  bool decimal = false;         // GB (1e9 bytes, the ZeRO paper's unit) instead of MiB
+  int64_t capacity = 0;  // bytes per rank, 0 = none
+  bool decimal = false;  // GB (1e9 bytes, the ZeRO paper's unit) instead of MiB
 };
 
 // Prints the plan to `out`; returns 0, or 2 when a capacity is given and no listed strategy fits.

@@ -18,8 +18,12 @@ const char* dtype_name(DType t);
 // Parses "f32"/"fp32"/"float32", "bf16"/"bfloat16", "f16"/"fp16"/"float16"; throws InvalidArgument.
 DType parse_dtype(const std::string& s);
 
-struct bf16 { uint16_t bits; };
-struct f16 { uint16_t bits; };
+struct bf16 {
+  uint16_t bits;
+};
+struct f16 {
+  uint16_t bits;
+};
 
 SL_HD uint32_t f32_bits(float f) {
   uint32_t u;
@@ -47,8 +51,8 @@ SL_HD uint16_t f32_to_f16_bits(float f) {
   uint32_t u = f32_bits(f);
   uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
-  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u); // overflow (rounds) to Inf
+  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
+  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow (rounds) to Inf
   if (a < 0x38800000u) {
     // Result is f16-subnormal or zero: value = a * 2^24 in units of the smallest subnormal.
     if (a < 0x33000000u) return sign;  // below half the smallest subnormal: zero

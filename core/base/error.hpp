@@ -8,7 +8,8 @@
 
 namespace shardlab {
 
-// Every error the project throws. what() is a complete message: "rank 3: what went wrong (file:line)".
+// Every error the project throws. what() is a complete message: "rank 3: what went wrong
+// (file:line)".
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -55,17 +56,16 @@ std::string concat(Args&&... args) {
 }  // namespace shardlab
 
 // SL_CHECK(cond, msg...): throws InvalidArgument "rank R: msg: check `cond` failed (file:line)".
-#define SL_CHECK(cond, ...)                                                                   \
-  do {                                                                                        \
-    if (!(cond))                                                                              \
-      ::shardlab::detail::throw_check("InvalidArgument", #cond,                               \
-                                      ::shardlab::detail::concat(__VA_ARGS__),              \
-                                      __FILE__, __LINE__);                                    \
+#define SL_CHECK(cond, ...)                                                                       \
+  do {                                                                                            \
+    if (!(cond))                                                                                  \
+      ::shardlab::detail::throw_check(                                                            \
+          "InvalidArgument", #cond, ::shardlab::detail::concat(__VA_ARGS__), __FILE__, __LINE__); \
   } while (0)
 
 // SL_THROW(Type, msg...): throws Type with the rank prefix and file:line.
-#define SL_THROW(Type, ...)                                                                  \
-  throw Type(::shardlab::rank_prefix() + ::shardlab::detail::concat(__VA_ARGS__) + " (" +    \
+#define SL_THROW(Type, ...)                                                               \
+  throw Type(::shardlab::rank_prefix() + ::shardlab::detail::concat(__VA_ARGS__) + " (" + \
              ::shardlab::detail::short_file(__FILE__) + ":" + std::to_string(__LINE__) + ")")
 
 namespace shardlab::detail {

@@ -62,8 +62,9 @@ void FileHandle::read_at(void* out, int64_t bytes, int64_t offset) const {
   char* p = static_cast<char*>(out);
   int64_t done = 0;
   while (done < bytes) {
-    ssize_t n = ::pread(fd_, p + done, static_cast<size_t>(std::min<int64_t>(bytes - done, 1 << 30)),
-                        static_cast<off_t>(offset + done));
+    ssize_t n =
+        ::pread(fd_, p + done, static_cast<size_t>(std::min<int64_t>(bytes - done, 1 << 30)),
+                static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       SL_THROW(IoError, path_, ": read of ", bytes, " bytes at offset ", offset,
@@ -100,7 +101,8 @@ void sync_dir(const std::string& dir) {
   int err = errno;
   ::close(fd);
   // Some file systems refuse fsync on directories (EINVAL); their renames are durable anyway.
-  if (rc != 0 && err != EINVAL) SL_THROW(IoError, dir, ": directory fsync failed: ", std::strerror(err));
+  if (rc != 0 && err != EINVAL)
+    SL_THROW(IoError, dir, ": directory fsync failed: ", std::strerror(err));
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {
@@ -135,7 +137,8 @@ bool is_directory(const std::string& path) {
 void make_dirs(const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
-  if (ec || !is_directory(path)) SL_THROW(IoError, path, ": cannot create directory: ", ec.message());
+  if (ec || !is_directory(path))
+    SL_THROW(IoError, path, ": cannot create directory: ", ec.message());
 }
 
 void remove_all(const std::string& path) {

@@ -1,5 +1,6 @@
-// POSIX file helpers (checkpoints, run directories, token files): whole writes with fsync, positioned reads, directory fsync,
-// atomic small-file replacement. Every failure is an IoError naming the path and errno's text.
+// POSIX file helpers (checkpoints, run directories, token files): whole writes with fsync,
+// positioned reads, directory fsync, atomic small-file replacement. Every failure is an IoError
+// naming the path and errno's text.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +49,7 @@ std::string read_text_file(const std::string& path);
 
 bool path_exists(const std::string& path);
 bool is_directory(const std::string& path);
-void make_dirs(const std::string& path);  // mkdir -p
+void make_dirs(const std::string& path);   // mkdir -p
 void remove_all(const std::string& path);  // rm -rf; a missing path is fine
 void rename_path(const std::string& from, const std::string& to);
 std::vector<std::string> list_dir(const std::string& dir);  // names, sorted

@@ -26,7 +26,8 @@ inline int64_t json_int(const nlohmann::json& j, const char* key, const std::str
   if (v.is_number_unsigned()) {
     const uint64_t u = v.get<uint64_t>();
     if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      SL_THROW(IoError, where, ": field '", key, "' = ", u, " is out of range [", lo, ", ", hi, "]");
+      SL_THROW(IoError, where, ": field '", key, "' = ", u, " is out of range [", lo, ", ", hi,
+               "]");
     x = static_cast<int64_t>(u);
   } else if (v.is_number_integer()) {
     x = v.get<int64_t>();
@@ -43,7 +44,8 @@ inline std::string json_string(const nlohmann::json& j, const char* key, const s
   if (!j.is_object() || !j.contains(key))
     SL_THROW(IoError, where, ": field '", key, "' is missing");
   const nlohmann::json& v = j.at(key);
-  if (!v.is_string()) SL_THROW(IoError, where, ": field '", key, "' must be a string, not ", v.dump());
+  if (!v.is_string())
+    SL_THROW(IoError, where, ": field '", key, "' must be a string, not ", v.dump());
   return v.get<std::string>();
 }
 

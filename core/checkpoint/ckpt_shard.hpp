@@ -40,9 +40,9 @@ std::vector<CkptTensor> to_ckpt_tensors(const Entries& entries) {
 }
 
 // The names of the saved states. Any string works; these are what the engine uses.
-inline constexpr const char* kStateParams = "params";          // fp32 master parameters
-inline constexpr const char* kStateExpAvg = "exp_avg";         // Adam first moment m
-inline constexpr const char* kStateExpAvgSq = "exp_avg_sq";    // Adam second moment v
+inline constexpr const char* kStateParams = "params";        // fp32 master parameters
+inline constexpr const char* kStateExpAvg = "exp_avg";       // Adam first moment m
+inline constexpr const char* kStateExpAvgSq = "exp_avg_sq";  // Adam second moment v
 
 // One unit as this rank holds it.
 struct CkptShard {

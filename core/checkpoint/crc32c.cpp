@@ -39,8 +39,8 @@ uint32_t crc32c_extend_portable(uint32_t crc, const void* data, size_t n) {
   uint32_t c = ~crc;
   // Bytes are read explicitly in little-endian order, so the result does not depend on the host.
   while (n >= 8) {
-    uint32_t lo = c ^ (uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 |
-                       uint32_t(p[3]) << 24);
+    uint32_t lo =
+        c ^ (uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24);
     c = t[7][lo & 0xffu] ^ t[6][(lo >> 8) & 0xffu] ^ t[5][(lo >> 16) & 0xffu] ^ t[4][lo >> 24] ^
         t[3][p[4]] ^ t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]];
     p += 8;

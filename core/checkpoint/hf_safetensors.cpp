@@ -16,7 +16,8 @@ namespace shardlab {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // Keys of GPT-2 files that hold no parameter of ours.
@@ -63,11 +64,12 @@ int load_safetensors_into(const std::string& path, const std::vector<CkptShard>&
     for (const auto& t : u.tensors) {
       const SafetensorsEntry* e = file.find(t.name);
       if (!e) e = file.find(kHfPrefix + t.name);
-      if (!e && t.name.rfind(kHfPrefix, 0) == 0) e = file.find(t.name.substr(std::strlen(kHfPrefix)));
+      if (!e && t.name.rfind(kHfPrefix, 0) == 0)
+        e = file.find(t.name.substr(std::strlen(kHfPrefix)));
       if (!e)
-        SL_THROW(InvalidArgument, path, ": tensor ", t.name, " ", format_shape(t.shape),
-                 " (unit ", u.unit, ") is missing (looked for \"", t.name, "\" and \"", kHfPrefix,
-                 t.name, "\" among ", file.entries().size(), " tensors)");
+        SL_THROW(InvalidArgument, path, ": tensor ", t.name, " ", format_shape(t.shape), " (unit ",
+                 u.unit, ") is missing (looked for \"", t.name, "\" and \"", kHfPrefix, t.name,
+                 "\" among ", file.entries().size(), " tensors)");
       if (e->shape != t.shape)
         SL_THROW(InvalidArgument, path, ": tensor ", e->name, " has shape ", format_shape(e->shape),
                  ", the model expects ", format_shape(t.shape));

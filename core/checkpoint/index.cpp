@@ -137,13 +137,15 @@ CkptIndexTensor tensor_from_json(const json& j, const std::string& path) {
              " (checkpoints store F32)");
   if (j.contains("states")) {
     if (!j.at("states").is_object())
-      SL_THROW(IoError, where, ": field 'states' must be an object, not ", short_dump(j.at("states")));
+      SL_THROW(IoError, where, ": field 'states' must be an object, not ",
+               short_dump(j.at("states")));
     for (const auto& [state, list] : j.at("states").items()) {
       if (!list.is_array())
-        SL_THROW(IoError, where, " state ", state, ": chunks must be an array, not ", short_dump(list));
+        SL_THROW(IoError, where, " state ", state, ": chunks must be an array, not ",
+                 short_dump(list));
       for (size_t i = 0; i < list.size(); ++i)
-        t.chunks[state].push_back(chunk_from_json(
-            list[i], where + " state " + state + " chunk " + std::to_string(i)));
+        t.chunks[state].push_back(
+            chunk_from_json(list[i], where + " state " + state + " chunk " + std::to_string(i)));
     }
   }
   return t;
@@ -202,7 +204,8 @@ ojson index_to_json(const CheckpointIndex& index) {
   j["dtype"] = "F32";
   j["states"] = index.states;
   ojson files = ojson::array();
-  for (const auto& f : index.files) files.push_back({{"name", f.name}, {"rank", f.rank}, {"bytes", f.bytes}});
+  for (const auto& f : index.files)
+    files.push_back({{"name", f.name}, {"rank", f.rank}, {"bytes", f.bytes}});
   j["files"] = files;
   ojson tensors = ojson::array();
   for (const auto& t : index.tensors) tensors.push_back(tensor_to_json(t));
@@ -289,8 +292,8 @@ CheckpointIndex index_from_json(const json& j, const std::string& path) {
         // offset and count are >= 0 (json_int); compare without forming offset + 4 * count.
         if (c.offset > f->bytes || c.count > (f->bytes - c.offset) / 4)
           SL_THROW(IoError, path, ": tensor ", t.name, " state ", state, ": chunk at byte ",
-                   c.offset, " with ", c.count, " elements lies outside ", c.file, " (",
-                   f->bytes, " bytes)");
+                   c.offset, " with ", c.count, " elements lies outside ", c.file, " (", f->bytes,
+                   " bytes)");
         claimed[c.file].push_back({c.offset, c.offset + c.count * 4});
       }
     }

@@ -85,6 +85,6 @@ CheckpointIndex merge_manifests(const std::vector<RankManifest>& manifests,
                                 const CheckpointMeta& meta);
 
 std::string format_shape(const std::vector<int64_t>& shape);  // "[768, 2304]"
-std::string crc_hex(uint32_t crc);                              // "e3069283"
+std::string crc_hex(uint32_t crc);                            // "e3069283"
 
 }  // namespace shardlab

@@ -115,9 +115,10 @@ bool leftover_owner_running(const CkptLeftover& l) {
 }
 
 std::string describe_leftover(const CkptLeftover& l) {
-  std::string owner = l.pid <= 0 ? "an unknown process"
-                                 : "pid " + std::to_string(l.pid) +
-                                       (leftover_owner_running(l) ? " (running)" : " (not running)");
+  std::string owner = l.pid <= 0
+                          ? "an unknown process"
+                          : "pid " + std::to_string(l.pid) +
+                                (leftover_owner_running(l) ? " (running)" : " (not running)");
   std::string step = l.step >= 0 ? " of step " + std::to_string(l.step) : " of latest";
   std::string what;
   if (l.kind == "tmp" && l.step < 0)
@@ -125,7 +126,8 @@ std::string describe_leftover(const CkptLeftover& l) {
   else if (l.kind == "tmp" && !l.complete)
     what = "an unfinished save" + step + " that never became visible";
   else if (l.kind == "tmp")
-    what = "a complete copy" + step + " under a temporary name (an interrupted save's new copy, "
+    what = "a complete copy" + step +
+           " under a temporary name (an interrupted save's new copy, "
            "or the old one it replaced)";
   else if (l.kind == "old")
     what = "the previous copy" + step + ", moved aside by a save that replaced it";
@@ -168,8 +170,9 @@ std::string recover_missing_step(const std::string& root, const std::string& nam
     std::string dir = join_path(root, l.name);
     std::string problem = complete_checkpoint_problem(dir, step);
     if (problem.empty()) {
-      if (why) *why = l.name + ", a complete copy of step " + std::to_string(step) +
-                      " left by an interrupted save (its checksums verify)";
+      if (why)
+        *why = l.name + ", a complete copy of step " + std::to_string(step) +
+               " left by an interrupted save (its checksums verify)";
       return dir;
     }
     rejected += "; " + l.name + " is not usable: " + problem;
@@ -205,8 +208,10 @@ std::string resolve_checkpoint(const std::string& path, std::string* note) {
       SL_THROW(IoError, latest, ": points to ", name, ", which has no ", kIndexFile);
     std::string text = latest + " names " + name + ", which is " +
                        (path_exists(dir) ? "incomplete" : "missing") + "; using " + why;
-    if (note) *note = text;
-    else std::cerr << "note: " << text << "\n";
+    if (note)
+      *note = text;
+    else
+      std::cerr << "note: " << text << "\n";
     return recovered;
   }
   SL_THROW(IoError, path, ": not a checkpoint (no ", kIndexFile, " and no latest file)");
@@ -229,7 +234,8 @@ std::string config_difference(const json& saved, const json& current, const std:
   // Numbers compare by value so that 2 and 2.0 agree.
   if (saved.is_number() && current.is_number() && saved.get<double>() == current.get<double>())
     return "";
-  if (saved != current) return where + ": checkpoint " + saved.dump() + ", this run " + current.dump();
+  if (saved != current)
+    return where + ": checkpoint " + saved.dump() + ", this run " + current.dump();
   return "";
 }
 
@@ -278,7 +284,8 @@ void CheckpointReader::read_checked(const CkptIndexTensor& t, const std::string&
         SL_THROW(IoError, f.path(), ": checksum mismatch in bytes [", c.offset, ", ",
                  c.offset + c.count * 4, ") (tensor ", t.name, " state ", state, "): crc32c ",
                  crc_hex(crc), ", ", kIndexFile, " says ", crc_hex(c.crc32c), " (corrupted)");
-      std::memcpy(out + (lo - begin), buf.data() + (lo - c.begin), static_cast<size_t>(hi - lo) * 4);
+      std::memcpy(out + (lo - begin), buf.data() + (lo - c.begin),
+                  static_cast<size_t>(hi - lo) * 4);
     } else {
       f.read_at(out + (lo - begin), (hi - lo) * 4, c.offset + (lo - c.begin) * 4);
     }
@@ -291,7 +298,8 @@ void CheckpointReader::check_files(const CkptIndexTensor& t, const std::string& 
   for (const auto& c : it->second) file(c.file);
 }
 
-std::vector<float> CheckpointReader::read_tensor(const CkptIndexTensor& t, const std::string& state) {
+std::vector<float> CheckpointReader::read_tensor(const CkptIndexTensor& t,
+                                                 const std::string& state) {
   // The files' real sizes bound numel (the chunks tile both), so check them before allocating.
   check_files(t, state);
   std::vector<float> out(static_cast<size_t>(t.numel));
@@ -346,8 +354,8 @@ CheckpointMeta load_checkpoint(const std::string& path, const std::vector<CkptSh
              u.padded_numel);
     for (const auto& [state, ptr] : u.states) {
       if (std::find(ix.states.begin(), ix.states.end(), state) == ix.states.end())
-        SL_THROW(InvalidArgument, index_path, ": state ", state, " was not saved (saved: ",
-                 json(ix.states).dump(), ")");
+        SL_THROW(InvalidArgument, index_path, ": state ", state,
+                 " was not saved (saved: ", json(ix.states).dump(), ")");
       SL_CHECK(ptr != nullptr || u.begin == u.end, "checkpoint load: unit ", u.unit, " state ",
                state, " has no buffer");
     }
@@ -376,7 +384,8 @@ CheckpointMeta load_checkpoint(const std::string& path, const std::vector<CkptSh
       if (u.end > u.begin) std::memset(dst, 0, static_cast<size_t>(u.end - u.begin) * 4);
       for (const auto& t : u.tensors) {
         int64_t lo = std::max(u.begin, t.offset), hi = std::min(u.end, t.offset + t.numel);
-        if (lo < hi) reader.read(*ix.find(t.name), state, lo - t.offset, hi - lo, dst + (lo - u.begin));
+        if (lo < hi)
+          reader.read(*ix.find(t.name), state, lo - t.offset, hi - lo, dst + (lo - u.begin));
       }
     }
   }

@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/base/file_io.hpp"
-#include "core/checkpoint/index.hpp"
 #include "core/checkpoint/ckpt_shard.hpp"
+#include "core/checkpoint/index.hpp"
 
 namespace shardlab {
 
@@ -34,11 +34,11 @@ std::string resolve_checkpoint(const std::string& path, std::string* note = null
 // Leftovers of interrupted saves in a checkpoint root: step-<k>.tmp-<pid>/ (a save that never
 // became visible), step-<k>.old-<pid>/ (a replaced copy), step-<k>.pending, latest.tmp-<pid>.
 struct CkptLeftover {
-  std::string name;      // entry in the root
-  std::string kind;      // "tmp", "old" or "pending"
-  int64_t step = -1;     // the step it belongs to (-1: latest.tmp-<pid>)
-  long pid = -1;         // the saving process (-1: unknown)
-  bool complete = false; // a directory holding index.json
+  std::string name;       // entry in the root
+  std::string kind;       // "tmp", "old" or "pending"
+  int64_t step = -1;      // the step it belongs to (-1: latest.tmp-<pid>)
+  long pid = -1;          // the saving process (-1: unknown)
+  bool complete = false;  // a directory holding index.json
 };
 std::vector<CkptLeftover> checkpoint_leftovers(const std::string& root);
 // Whether the process that left it still runs (and is not this one): its save may be in progress.

@@ -74,8 +74,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     if (key == "__metadata__") {
       if (!v.is_object()) SL_THROW(IoError, path, ": __metadata__ is not an object");
       for (auto& [mk, mv] : v.items()) {
-        if (!mv.is_string())
-          SL_THROW(IoError, path, ": __metadata__.", mk, " is not a string");
+        if (!mv.is_string()) SL_THROW(IoError, path, ": __metadata__.", mk, " is not a string");
         metadata_[mk] = mv.get<std::string>();
       }
       continue;
@@ -133,11 +132,15 @@ void SafetensorsFile::read_f32(const SafetensorsEntry& e, int64_t begin, int64_t
   SL_CHECK(begin >= 0 && count >= 0 && begin <= e.numel() && count <= e.numel() - begin, path_,
            ": tensor ", e.name, ": elements [", begin, ", +", count, ") outside its ", e.numel());
   DType t;
-  if (e.dtype == "F32") t = DType::f32;
-  else if (e.dtype == "BF16") t = DType::bf16;
-  else if (e.dtype == "F16") t = DType::f16;
-  else SL_THROW(InvalidArgument, path_, ": tensor ", e.name, " is ", e.dtype,
-                "; only F32, BF16 and F16 load into parameters");
+  if (e.dtype == "F32")
+    t = DType::f32;
+  else if (e.dtype == "BF16")
+    t = DType::bf16;
+  else if (e.dtype == "F16")
+    t = DType::f16;
+  else
+    SL_THROW(InvalidArgument, path_, ": tensor ", e.name, " is ", e.dtype,
+             "; only F32, BF16 and F16 load into parameters");
   int64_t item = static_cast<int64_t>(dtype_size(t));
   int64_t pos = 8 + header_bytes_ + e.begin + begin * item;
   if (t == DType::f32) {
@@ -152,8 +155,12 @@ void SafetensorsFile::read_f32(const SafetensorsEntry& e, int64_t begin, int64_t
 // ---- writer
 
 SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<Decl>& tensors,
-                                     DType dtype, const std::map<std::string, std::string>& metadata)
-    : path_(path), tmp_(path + ".tmp-" + std::to_string(::getpid())), decls_(tensors), dtype_(dtype) {
+                                     DType dtype,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(path),
+      tmp_(path + ".tmp-" + std::to_string(::getpid())),
+      decls_(tensors),
+      dtype_(dtype) {
   nlohmann::ordered_json h;
   if (!metadata.empty()) {
     nlohmann::ordered_json m = nlohmann::ordered_json::object();
@@ -177,7 +184,8 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<
   std::string text = h.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
   unsigned char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((uint64_t(text.size()) >> (8 * i)) & 0xffu);
+  for (int i = 0; i < 8; ++i)
+    len[i] = static_cast<unsigned char>((uint64_t(text.size()) >> (8 * i)) & 0xffu);
   file_ = FileHandle::create(tmp_);
   file_.write_all(len, 8);
   file_.write_all(text.data(), static_cast<int64_t>(text.size()));
@@ -191,7 +199,8 @@ SafetensorsWriter::~SafetensorsWriter() {
 }
 
 void SafetensorsWriter::write_next(const float* data) {
-  SL_CHECK(next_ < decls_.size(), path_, ": more tensors written than declared (", decls_.size(), ")");
+  SL_CHECK(next_ < decls_.size(), path_, ": more tensors written than declared (", decls_.size(),
+           ")");
   const Decl& d = decls_[next_++];
   int64_t n = 1;
   for (int64_t s : d.shape) n *= s;
@@ -200,7 +209,8 @@ void SafetensorsWriter::write_next(const float* data) {
     return;
   }
   std::vector<uint16_t> raw(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) store_from_f32(raw.data(), static_cast<size_t>(i), dtype_, data[i]);
+  for (int64_t i = 0; i < n; ++i)
+    store_from_f32(raw.data(), static_cast<size_t>(i), dtype_, data[i]);
   file_.write_all(raw.data(), n * 2);
 }
 

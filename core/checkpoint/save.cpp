@@ -12,8 +12,8 @@
 #include <map>
 
 #include "core/base/error.hpp"
-#include "core/checkpoint/crc32c.hpp"
 #include "core/base/file_io.hpp"
+#include "core/checkpoint/crc32c.hpp"
 #include "core/checkpoint/index.hpp"
 #include "core/checkpoint/load.hpp"
 #include "core/comm/communicator.hpp"
@@ -51,8 +51,8 @@ std::vector<Interval> subtract(int64_t begin, int64_t end, std::vector<Interval>
 // Each rank announces the ranges it offers; returns, per unit index of `shards`, the intervals
 // this rank writes: its range minus what lower ranks offer (the lowest holder writes).
 std::vector<std::vector<Interval>> owned_intervals(const std::string& dir,
-                                                   const std::vector<CkptShard>& shards,
-                                                   int rank, int world,
+                                                   const std::vector<CkptShard>& shards, int rank,
+                                                   int world,
                                                    const std::function<void()>& barrier) {
   std::vector<std::vector<Interval>> owned(shards.size());
   for (size_t i = 0; i < shards.size(); ++i)
@@ -79,8 +79,7 @@ std::vector<std::vector<Interval>> owned_intervals(const std::string& dir,
     }
   }
   for (size_t i = 0; i < shards.size(); ++i)
-    if (shards[i].write)
-      owned[i] = subtract(shards[i].begin, shards[i].end, lower[shards[i].unit]);
+    if (shards[i].write) owned[i] = subtract(shards[i].begin, shards[i].end, lower[shards[i].unit]);
   return owned;
 }
 
@@ -93,8 +92,8 @@ void check_little_endian() {
 }
 
 void check_shard(const CkptShard& u, int rank) {
-  SL_CHECK(u.begin >= 0 && u.begin <= u.end && u.end <= u.padded_numel, "checkpoint: unit ",
-           u.unit, " on rank ", rank, ": range [", u.begin, ", ", u.end,
+  SL_CHECK(u.begin >= 0 && u.begin <= u.end && u.end <= u.padded_numel, "checkpoint: unit ", u.unit,
+           " on rank ", rank, ": range [", u.begin, ", ", u.end,
            ") is not inside the padded buffer of ", u.padded_numel);
   for (const auto& t : u.tensors) {
     int64_t n = 1;
@@ -139,8 +138,8 @@ void write_rank_files(const std::string& dir, const std::vector<CkptShard>& shar
   for (size_t ui = 0; ui < shards.size(); ++ui) {
     const CkptShard& u = shards[ui];
     for (const auto& s : states)
-      SL_CHECK(u.states.count(s), "checkpoint: rank ", rank, " unit ", u.unit, " has no state ",
-               s, " but another unit has it");
+      SL_CHECK(u.states.count(s), "checkpoint: rank ", rank, " unit ", u.unit, " has no state ", s,
+               " but another unit has it");
     for (const auto& t : u.tensors) {
       CkptIndexTensor mt;
       mt.name = t.name;
@@ -298,8 +297,8 @@ std::string save_checkpoint(const std::string& root, const std::vector<CkptShard
                             const CheckpointMeta& meta_in, const CkptSync& sync,
                             const json& rank_state, const SaveOptions& opt) {
   check_little_endian();
-  SL_CHECK(sync.world >= 1 && sync.rank >= 0 && sync.rank < sync.world,
-           "checkpoint save: rank ", sync.rank, " of world ", sync.world);
+  SL_CHECK(sync.world >= 1 && sync.rank >= 0 && sync.rank < sync.world, "checkpoint save: rank ",
+           sync.rank, " of world ", sync.world);
   SL_CHECK(sync.world == 1 || sync.barrier, "checkpoint save: world ", sync.world,
            " needs a barrier");
   SL_CHECK(meta_in.step >= 0, "checkpoint save: step ", meta_in.step, " is negative");

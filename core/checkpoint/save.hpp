@@ -17,8 +17,8 @@ namespace shardlab {
 class Communicator;
 
 struct SaveOptions {
-  int keep_last = 0;   // after a save, keep only this many newest step-* directories (0: all)
-  bool fsync = true;   // fsync files and directories (off only for throwaway scratch)
+  int keep_last = 0;  // after a save, keep only this many newest step-* directories (0: all)
+  bool fsync = true;  // fsync files and directories (off only for throwaway scratch)
   // Called on each rank as the save passes a stage: "shard_written" (every rank, its files are
   // durable), then on rank 0 "index_written", "moved_aside" (only when replacing an existing
   // step without an atomic swap), "renamed", "latest_updated". Throwing aborts the save at that

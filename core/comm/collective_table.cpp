@@ -50,8 +50,8 @@ std::string compare(const char* name, int rank, const CollectiveBuffers& b, cons
     const float got = load_as_f32(p, i, b.dtype);
     if (std::memcmp(&want, &got, sizeof(float)) != 0) {
       std::ostringstream os;
-      os << describe(name, rank, b) << ": " << which << "[" << i << "] is " << got
-         << ", expected " << want;
+      os << describe(name, rank, b) << ": " << which << "[" << i << "] is " << got << ", expected "
+         << want;
       return os.str();
     }
   }
@@ -163,9 +163,9 @@ const std::vector<CollectiveRow>& collective_table() {
   return table;
 }
 
-CollectiveBuffers make_collective_buffers(const CollectiveRow& row, Device& device, int n,
-                                          int rank, int64_t count, DType t, bool in_place,
-                                          ReduceOp op, int root) {
+CollectiveBuffers make_collective_buffers(const CollectiveRow& row, Device& device, int n, int rank,
+                                          int64_t count, DType t, bool in_place, ReduceOp op,
+                                          int root) {
   SL_CHECK(in_place || row.out_of_place, row.name, " is always in place");
   CollectiveBuffers b;
   b.dtype = t;
@@ -227,8 +227,8 @@ TableCheck check_collective_table(Communicator& comm, Device& device,
               std::string e = row.check(rank, n, b);
               if (!e.empty())
                 out.failures.push_back(e + " (" + reduce_op_name(op) + (async ? ", async" : "") +
-                                       ", root " + std::to_string(root) + ", " +
-                                       std::to_string(n) + " ranks, " + comm.backend() + ")");
+                                       ", root " + std::to_string(root) + ", " + std::to_string(n) +
+                                       " ranks, " + comm.backend() + ")");
             }
           }
         }

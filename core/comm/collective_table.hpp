@@ -31,12 +31,12 @@ struct CollectiveBuffers {
 
 struct CollectiveRow {
   const char* name;
-  bool reduces;                                    // takes a ReduceOp
-  bool out_of_place;                               // false: always in place (broadcast)
-  int64_t (*send_count)(int64_t count, int n);     // elements of the send buffer
-  int64_t (*recv_count)(int64_t count, int n);     // elements of the receive buffer
-  int64_t (*bytes)(int64_t count, int n, DType t); // nccl-tests size: the full buffer
-  double (*bus_factor)(int n);                     // busbw = algbw * bus_factor(n)
+  bool reduces;                                     // takes a ReduceOp
+  bool out_of_place;                                // false: always in place (broadcast)
+  int64_t (*send_count)(int64_t count, int n);      // elements of the send buffer
+  int64_t (*recv_count)(int64_t count, int n);      // elements of the receive buffer
+  int64_t (*bytes)(int64_t count, int n, DType t);  // nccl-tests size: the full buffer
+  double (*bus_factor)(int n);                      // busbw = algbw * bus_factor(n)
   // Fills rank's input with known values and its output with a sentinel.
   void (*init)(int rank, int n, CollectiveBuffers& b);
   // "" when rank's result equals the closed form, else the first wrong element.
@@ -48,8 +48,8 @@ struct CollectiveRow {
 const std::vector<CollectiveRow>& collective_table();
 
 // Buffers for one call of `row` on `device` (category workspace), not yet initialised.
-CollectiveBuffers make_collective_buffers(const CollectiveRow& row, Device& device, int n,
-                                          int rank, int64_t count, DType t, bool in_place,
+CollectiveBuffers make_collective_buffers(const CollectiveRow& row, Device& device, int n, int rank,
+                                          int64_t count, DType t, bool in_place,
                                           ReduceOp op = ReduceOp::sum, int root = 0);
 
 // The largest count whose full buffer (row.bytes) is at most `bytes`.

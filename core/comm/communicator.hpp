@@ -12,8 +12,8 @@
 // alike, so results are bit-identical between the two.
 //
 // Async: every collective takes `async`. A blocking call returns a completed Work. An async call
-// returns at once; its buffers must stay alive and untouched until Work::wait() returns. Collectives
-// on one communicator run in issue order, like a stream.
+// returns at once; its buffers must stay alive and untouched until Work::wait() returns.
+// Collectives on one communicator run in issue order, like a stream.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +34,8 @@ const char* reduce_op_name(ReduceOp op);
 
 // What the caller wants recorded with a collective's trace span.
 struct CallInfo {
-  int unit = -1;             // the FSDP unit this collective serves, -1 if none
-  const char* tag = nullptr; // optional label, e.g. "grads"
+  int unit = -1;              // the FSDP unit this collective serves, -1 if none
+  const char* tag = nullptr;  // optional label, e.g. "grads"
 };
 
 // Completion handle of a collective. Copyable (shared state); wait() may be called more than once.
@@ -66,14 +66,13 @@ class Communicator {
   int size() const { return size_; }
   virtual const char* backend() const = 0;
 
-  virtual Work all_gather(const void* send, void* recv, int64_t count, DType t,
-                          bool async = false, CallInfo info = {}) = 0;
+  virtual Work all_gather(const void* send, void* recv, int64_t count, DType t, bool async = false,
+                          CallInfo info = {}) = 0;
   virtual Work reduce_scatter(const void* send, void* recv, int64_t count, DType t,
                               ReduceOp op = ReduceOp::sum, bool async = false,
                               CallInfo info = {}) = 0;
   virtual Work all_reduce(const void* send, void* recv, int64_t count, DType t,
-                          ReduceOp op = ReduceOp::sum, bool async = false,
-                          CallInfo info = {}) = 0;
+                          ReduceOp op = ReduceOp::sum, bool async = false, CallInfo info = {}) = 0;
   virtual Work broadcast(void* buf, int64_t count, DType t, int root, bool async = false,
                          CallInfo info = {}) = 0;
   virtual void barrier() = 0;

@@ -59,7 +59,8 @@ std::vector<CollectiveRecord> FlightRecorder::records() const {
   std::lock_guard<std::mutex> lk(mu_);
   std::vector<CollectiveRecord> out;
   const int64_t first = std::max<int64_t>(1, next_seq_ - kCapacity);
-  for (int64_t s = first; s < next_seq_; ++s) out.push_back(ring_[static_cast<size_t>(s % kCapacity)]);
+  for (int64_t s = first; s < next_seq_; ++s)
+    out.push_back(ring_[static_cast<size_t>(s % kCapacity)]);
   return out;
 }
 
@@ -79,10 +80,17 @@ CollectiveRecord FlightRecorder::last_completed() const {
 }
 
 nlohmann::json record_to_json(const CollectiveRecord& r) {
-  return {{"seq", r.seq},           {"op", comm_op_name(r.op)}, {"unit", r.unit},
-          {"step", r.step},         {"count", r.count},         {"dtype", dtype_name(r.dtype)},
-          {"group_size", r.group_size}, {"t_issue", r.t_issue_ns}, {"t_end", r.t_end_ns},
-          {"wait_ns", r.wait_ns},   {"state", state_name(r.state)}};
+  return {{"seq", r.seq},
+          {"op", comm_op_name(r.op)},
+          {"unit", r.unit},
+          {"step", r.step},
+          {"count", r.count},
+          {"dtype", dtype_name(r.dtype)},
+          {"group_size", r.group_size},
+          {"t_issue", r.t_issue_ns},
+          {"t_end", r.t_end_ns},
+          {"wait_ns", r.wait_ns},
+          {"state", state_name(r.state)}};
 }
 
 nlohmann::json FlightRecorder::to_json() const {

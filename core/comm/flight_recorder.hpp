@@ -27,15 +27,15 @@ constexpr double kDefaultCollectiveTimeoutS = 300.0;
 
 struct CollectiveRecord {
   enum class State : uint8_t { issued, done, failed };
-  int64_t seq = 0;     // 1, 2, ... per rank, over all its communicators
+  int64_t seq = 0;  // 1, 2, ... per rank, over all its communicators
   CommOp op{};
-  int unit = -1;       // CallInfo::unit
-  int64_t step = 0;    // the training step it belongs to (set_step), 0 before the first
-  int64_t count = 0;   // elements per rank
+  int unit = -1;      // CallInfo::unit
+  int64_t step = 0;   // the training step it belongs to (set_step), 0 before the first
+  int64_t count = 0;  // elements per rank
   DType dtype = DType::f32;
-  int group_size = 0;  // ranks of the communicator
+  int group_size = 0;                     // ranks of the communicator
   int64_t t_issue_ns = 0, t_end_ns = -1;  // steady clock (trace_now_ns)
-  int64_t wait_ns = -1;  // waited for the last rank to arrive (-1: unknown)
+  int64_t wait_ns = -1;                   // waited for the last rank to arrive (-1: unknown)
   State state = State::issued;
 };
 

@@ -47,8 +47,7 @@ void run_local_rank(const LaunchOptions& opts, const std::function<void(RankCont
 }
 
 void launch_local(const LaunchOptions& opts, const std::function<void(RankContext&)>& fn) {
-  if (opts.ranks < 1)
-    SL_THROW(InvalidArgument, "launch: --ranks ", opts.ranks, " must be >= 1");
+  if (opts.ranks < 1) SL_THROW(InvalidArgument, "launch: --ranks ", opts.ranks, " must be >= 1");
   auto world = std::make_shared<LocalWorld>(opts.ranks);
   world->set_collective_timeout(opts.collective_timeout_s);
   // Ranks are threads: one BLAS thread each, or they fight over the cores.

@@ -11,8 +11,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -150,9 +150,8 @@ std::string disagreement(const Group& g, const char* field, F value) {
 }
 
 std::string validate(const Group& g) {
-  std::string e = disagreement(g, "the collective", [](const Desc& d) {
-    return std::string(comm_op_name(d.op));
-  });
+  std::string e = disagreement(g, "the collective",
+                               [](const Desc& d) { return std::string(comm_op_name(d.op)); });
   if (!e.empty()) return e;
   const CommOp op = g.desc[0].op;
   if (op == CommOp::barrier || op == CommOp::split) return "";
@@ -246,11 +245,13 @@ std::string watchdog_report(const Group& g, int r, const Desc& d, double timeout
     const int j = missing[i];
     const std::vector<CollectiveRecord> recs = w.flights[g.world_ranks[j]]->records();
     s += (i ? "; " : " ") + g.who(j) + " did not arrive";
-    if (g.left[j]) s += " (its communicator is gone)";
+    if (g.left[j])
+      s += " (its communicator is gone)";
     else if (!recs.empty() && recs.back().state == CollectiveRecord::State::issued)
       s += " (it is waiting in " + describe(recs.back()) + ")";
     else
-      s += " (busy outside collectives since " + describe(recs.empty() ? CollectiveRecord{} : recs.back()) + ")";
+      s += " (busy outside collectives since " +
+           describe(recs.empty() ? CollectiveRecord{} : recs.back()) + ")";
   }
   s += ". Last completed collective of each rank:";
   for (int wr = 0; wr < w.size; ++wr)
@@ -270,8 +271,7 @@ MeetResult meet(Group& g, int r, const Desc& d) {
       if (g.left[j] && !g.here[j]) return j;
     return -1;
   };
-  if (g.world->aborted)
-    SL_THROW(CommError, g.world->failure_text(), " (released from ", name, ")");
+  if (g.world->aborted) SL_THROW(CommError, g.world->failure_text(), " (released from ", name, ")");
   if (int j = missing_left(); j >= 0) throw_left(g, j, name);
   g.desc[r] = d;
   g.here[r] = 1;
@@ -291,9 +291,8 @@ MeetResult meet(Group& g, int r, const Desc& d) {
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                               std::chrono::duration<double>(timeout_s));
-    const bool ended = g.cv.wait_until(lk, deadline, [&] {
-      return g.gen != my_gen || g.world->aborted || missing_left() >= 0;
-    });
+    const bool ended = g.cv.wait_until(
+        lk, deadline, [&] { return g.gen != my_gen || g.world->aborted || missing_left() >= 0; });
     if (!ended) {
       // The watchdog: report (while every rank that arrived is still posted), withdraw, abort
       // the world (outside g.mu: abort locks every group).
@@ -351,8 +350,11 @@ class LocalComm final : public Communicator {
  public:
   LocalComm(std::shared_ptr<LocalWorld> world, std::shared_ptr<Group> group, int rank,
             int world_rank, Device& device)
-      : Communicator(rank, group->size), world_(std::move(world)), group_(std::move(group)),
-        world_rank_(world_rank), device_(device) {
+      : Communicator(rank, group->size),
+        world_(std::move(world)),
+        group_(std::move(group)),
+        world_rank_(world_rank),
+        device_(device) {
     flight_ = world_->impl().flights[world_rank];
     worker_ = std::thread([this] { worker_loop(); });
   }
@@ -376,8 +378,8 @@ class LocalComm final : public Communicator {
                   CallInfo info) override {
     return submit({CommOp::all_gather, count, t, ReduceOp::sum, 0, send, recv}, async, info);
   }
-  Work reduce_scatter(const void* send, void* recv, int64_t count, DType t, ReduceOp op,
-                      bool async, CallInfo info) override {
+  Work reduce_scatter(const void* send, void* recv, int64_t count, DType t, ReduceOp op, bool async,
+                      CallInfo info) override {
     return submit({CommOp::reduce_scatter, count, t, op, 0, send, recv}, async, info);
   }
   Work all_reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op, bool async,
@@ -397,8 +399,8 @@ class LocalComm final : public Communicator {
     d.key = key;
     std::shared_ptr<Task> t = issue(d, false, {});
     Work(t).wait();
-    auto sub = std::make_unique<LocalComm>(world_, t->split.group, t->split.rank, world_rank_,
-                                           device_);
+    auto sub =
+        std::make_unique<LocalComm>(world_, t->split.group, t->split.rank, world_rank_, device_);
     sub->set_recorder(recorder_);
     return sub;
   }

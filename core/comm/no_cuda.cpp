@@ -4,9 +4,10 @@
 namespace shardlab {
 
 void launch_nccl(const LaunchOptions&, const std::function<void(RankContext&)>&) {
-  SL_THROW(InvalidArgument, "backend nccl: this build has no CUDA: configure with the `cuda` "
-                            "preset (-DSHARDLAB_CUDA=ON) on a machine with the CUDA toolkit, or "
-                            "use --backend local (threads) or --backend mpi (under mpirun)");
+  SL_THROW(InvalidArgument,
+           "backend nccl: this build has no CUDA: configure with the `cuda` "
+           "preset (-DSHARDLAB_CUDA=ON) on a machine with the CUDA toolkit, or "
+           "use --backend local (threads) or --backend mpi (under mpirun)");
 }
 
 }  // namespace shardlab

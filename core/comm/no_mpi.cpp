@@ -6,8 +6,9 @@ namespace shardlab {
 bool mpi_built() { return false; }
 
 void launch_mpi(const LaunchOptions&, const std::function<void(RankContext&)>&) {
-  SL_THROW(InvalidArgument, "backend mpi: this build has no MPI backend: configure with "
-                            "-DSHARDLAB_MPI=ON (needs OpenMPI: libopenmpi-dev openmpi-bin)");
+  SL_THROW(InvalidArgument,
+           "backend mpi: this build has no MPI backend: configure with "
+           "-DSHARDLAB_MPI=ON (needs OpenMPI: libopenmpi-dev openmpi-bin)");
 }
 
 void mpi_world(int*, int*) {

@@ -32,7 +32,9 @@ class Buffer {
   void reset();  // frees now; the buffer becomes empty
   void* data() const { return ptr_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   float* f32() const { return static_cast<float*>(ptr_); }
   int64_t bytes() const { return bytes_; }
   MemCategory category() const { return cat_; }

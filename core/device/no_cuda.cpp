@@ -4,8 +4,9 @@
 namespace shardlab {
 
 std::unique_ptr<Device> make_cuda_device(MemoryTracker&, int) {
-  SL_THROW(Error, "this build has no CUDA device: configure with -DSHARDLAB_CUDA=ON "
-                  "(the `cuda` preset) on a machine with the CUDA toolkit");
+  SL_THROW(Error,
+           "this build has no CUDA device: configure with -DSHARDLAB_CUDA=ON "
+           "(the `cuda` preset) on a machine with the CUDA toolkit");
 }
 
 int cuda_device_count() { return 0; }

@@ -28,8 +28,8 @@ Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,
   SL_CHECK(cfg.prefetch >= 0, "engine: prefetch ", cfg.prefetch, " must be >= 0");
   SL_CHECK(cfg.compute_slowdown >= 1.0 && cfg.compute_slowdown <= 1000.0,
            "engine: compute_slowdown ", cfg.compute_slowdown, " must be in [1, 1000]");
-  SL_CHECK(cfg.max_inflight_gathers >= 0, "engine: max_inflight_gathers ",
-           cfg.max_inflight_gathers, " must be >= 0 (0 = no limit)");
+  SL_CHECK(cfg.max_inflight_gathers >= 0, "engine: max_inflight_gathers ", cfg.max_inflight_gathers,
+           " must be >= 0 (0 = no limit)");
   mesh = make_mesh(cfg.strategy, world.size(), world.rank(), cfg.hybrid_group);
 
   // Groups. Every rank calls split twice (collective), whatever its strategy; a group of one
@@ -92,8 +92,8 @@ void Engine::Impl::init_units() {
 
 // ---- one micro-batch ------------------------------------------------------------------------
 
-float Engine::Impl::forward_backward(const int* tokens, const int* targets, int B, int T,
-                                     int micro, int K) {
+float Engine::Impl::forward_backward(const int* tokens, const int* targets, int B, int T, int micro,
+                                     int K) {
   SL_CHECK(B >= 1 && T >= 1 && T <= model.max_seq_len, "engine: batch (B ", B, ", T ", T,
            ") must have B >= 1 and 1 <= T <= max_seq_len ", model.max_seq_len);
   SL_CHECK(micro >= 0 && micro < K, "engine: micro-batch ", micro, " outside [0, ", K, ")");

@@ -34,9 +34,9 @@ class Recorder;
 
 // What one optimizer step did, as seen from this rank.
 struct StepStats {
-  float loss = 0;          // mean loss over this rank's micro-batches
-  float grad_norm = 0;     // global norm before clipping (0 when clipping is off)
-  int64_t tokens = 0;      // tokens this rank processed
+  float loss = 0;       // mean loss over this rank's micro-batches
+  float grad_norm = 0;  // global norm before clipping (0 when clipping is off)
+  int64_t tokens = 0;   // tokens this rank processed
   // Bytes this rank sent into the engine's collectives during the step (Communicator::traffic).
   int64_t comm_all_gather = 0, comm_reduce_scatter = 0, comm_all_reduce = 0;
   int64_t comm_intra = 0;  // within the shard group

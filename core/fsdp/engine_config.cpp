@@ -12,7 +12,8 @@ void EngineConfig::validate() const {
     SL_THROW(InvalidArgument, "--max-inflight-gathers ", max_inflight_gathers,
              ": must be >= 0 (0 = no cap)");
   if (!(clip >= 0.0f)) SL_THROW(InvalidArgument, "--clip ", clip, ": must be >= 0 (0 = off)");
-  if (hybrid_group < 0) SL_THROW(InvalidArgument, "--hybrid-group ", hybrid_group, ": must be >= 1");
+  if (hybrid_group < 0)
+    SL_THROW(InvalidArgument, "--hybrid-group ", hybrid_group, ": must be >= 1");
 }
 
 }  // namespace shardlab

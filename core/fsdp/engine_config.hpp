@@ -13,16 +13,16 @@ namespace shardlab {
 
 struct EngineConfig {
   Strategy strategy = Strategy::full_shard;
-  int hybrid_group = 0;            // G for hybrid_shard; must divide the world size (0: all)
-  int prefetch = 1;                // units whose all-gather is issued ahead (0 = off)
-  int max_inflight_gathers = 0;    // all-gathers issued and not yet consumed, at most (0 = no limit)
-  DType param_dtype = DType::f32;  // gathered / full parameters and the all-gathers
-  DType reduce_dtype = DType::f32; // gradients kept and the gradient collectives
-  bool act_ckpt = false;           // recompute each block's forward during its backward
+  int hybrid_group = 0;          // G for hybrid_shard; must divide the world size (0: all)
+  int prefetch = 1;              // units whose all-gather is issued ahead (0 = off)
+  int max_inflight_gathers = 0;  // all-gathers issued and not yet consumed, at most (0 = no limit)
+  DType param_dtype = DType::f32;   // gathered / full parameters and the all-gathers
+  DType reduce_dtype = DType::f32;  // gradients kept and the gradient collectives
+  bool act_ckpt = false;            // recompute each block's forward during its backward
   AccumMode accum_mode = AccumMode::reduce_each;
-  float clip = 0.0f;               // global gradient-norm limit, 0 = off
-  OptimizerConfig optim;           // AdamW or SGD, one instance per unit over the owned range
-  uint64_t seed = 1337;            // parameter initialisation (init_unit)
+  float clip = 0.0f;      // global gradient-norm limit, 0 = off
+  OptimizerConfig optim;  // AdamW or SGD, one instance per unit over the owned range
+  uint64_t seed = 1337;   // parameter initialisation (init_unit)
   // This rank's compute spans last this many times as long (>= 1; --slow-rank): a straggler on
   // demand, for demonstrations and the straggler tests. The extra time is a sleep.
   double compute_slowdown = 1.0;

@@ -28,8 +28,8 @@ class ComputeSpan {
   ~ComputeSpan() {
     if (slowdown_ <= 1.0) return;
     const auto took = std::chrono::steady_clock::now() - t0_;
-    std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(
-        took * (slowdown_ - 1.0)));
+    std::this_thread::sleep_for(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(took * (slowdown_ - 1.0)));
   }
   ComputeSpan(const ComputeSpan&) = delete;
   ComputeSpan& operator=(const ComputeSpan&) = delete;
@@ -46,14 +46,14 @@ struct FsdpUnit {
   int id = 0;
   FlatLayout layout;
   ShardRange own;
-  Buffer params;      // params: P (full-params strategies) or S elements of param_dtype
-  Buffer grads;       // grads: P (no_shard, shard_optim) or S elements of reduce_dtype
-  Buffer master;      // optimizer_state: own.size fp32, only when param_dtype is not f32
+  Buffer params;  // params: P (full-params strategies) or S elements of param_dtype
+  Buffer grads;   // grads: P (no_shard, shard_optim) or S elements of reduce_dtype
+  Buffer master;  // optimizer_state: own.size fp32, only when param_dtype is not f32
   std::unique_ptr<Optimizer> opt;  // over own.size elements; its state is optimizer_state
 
-  Buffer gathered;    // params_unsharded: P elements of param_dtype while gathered
-  Buffer compute;     // workspace: P fp32, the compute copy when param_dtype is not f32
-  Buffer dflat;       // grads_unsharded: P fp32, the unit's gradient before it is reduced
+  Buffer gathered;  // params_unsharded: P elements of param_dtype while gathered
+  Buffer compute;   // workspace: P fp32, the compute copy when param_dtype is not f32
+  Buffer dflat;     // grads_unsharded: P fp32, the unit's gradient before it is reduced
   Work gather_work;
   bool gather_inflight = false;
   bool unsharded = false;
@@ -64,9 +64,9 @@ struct FsdpUnit {
 struct PendingReduce {
   int unit = 0;
   Work work;
-  Buffer staging;   // comm_buffers: the unit's gradient cast to reduce_dtype (P elements)
-  Buffer recv_tmp;  // comm_buffers: the reduced shard when it must be added to an earlier one
-  Buffer dflat;     // the fp32 unit gradient, kept alive until the collective has read it
+  Buffer staging;        // comm_buffers: the unit's gradient cast to reduce_dtype (P elements)
+  Buffer recv_tmp;       // comm_buffers: the reduced shard when it must be added to an earlier one
+  Buffer dflat;          // the fp32 unit gradient, kept alive until the collective has read it
   void* recv = nullptr;  // where the reduced shard landed
 };
 
@@ -79,9 +79,9 @@ struct Engine::Impl {
   Recorder* rec;
   GPTConfig model;
   EngineConfig cfg;
-  Mesh mesh;                // shard and replica groups of this rank
-  const StrategySpec* spec;  // the strategy's decisions (strategy.cpp)
-  GradAccum accum;           // how backward's gradient reaches the kept one
+  Mesh mesh;                                   // shard and replica groups of this rank
+  const StrategySpec* spec;                    // the strategy's decisions (strategy.cpp)
+  GradAccum accum;                             // how backward's gradient reaches the kept one
   std::unique_ptr<Communicator> shard_comm;    // the G ranks sharing a unit (null when G == 1)
   std::unique_ptr<Communicator> replica_comm;  // ranks holding the same shard (null when alone)
   std::vector<FsdpUnit> units;
@@ -89,7 +89,7 @@ struct Engine::Impl {
   std::vector<int> fwd_order, bwd_order;  // units in compute order
   int inflight_gathers = 0;
   int steps = 0;
-  float grad_coef = 1.0f;  // clipping factor applied in optimizer_step
+  float grad_coef = 1.0f;           // clipping factor applied in optimizer_step
   bool grads_known_finite = false;  // clip_grad_norm found a finite global norm this step
 
   // Dtype sizes and the strategy's shape.

@@ -27,11 +27,11 @@ struct ShardRange {
 
 // The part of one entry that lies inside one shard.
 struct ShardPiece {
-  int entry = 0;               // index into FlatLayout::entries()
-  std::string name;            // the entry's name
-  int64_t entry_begin = 0;     // first element of the entry held (0..numel)
-  int64_t count = 0;           // elements held
-  int64_t shard_offset = 0;    // where they start inside the shard (0..S)
+  int entry = 0;             // index into FlatLayout::entries()
+  std::string name;          // the entry's name
+  int64_t entry_begin = 0;   // first element of the entry held (0..numel)
+  int64_t count = 0;         // elements held
+  int64_t shard_offset = 0;  // where they start inside the shard (0..S)
 };
 
 class FlatLayout {
@@ -43,8 +43,8 @@ class FlatLayout {
 
   const std::vector<FlatEntry>& entries() const { return entries_; }
   int group_size() const { return group_; }
-  int64_t numel() const { return numel_; }            // unpadded: end of the last entry
-  int64_t padded_numel() const { return padded_; }    // numel rounded up to a multiple of G
+  int64_t numel() const { return numel_; }                 // unpadded: end of the last entry
+  int64_t padded_numel() const { return padded_; }         // numel rounded up to a multiple of G
   int64_t shard_size() const { return padded_ / group_; }  // S
   int64_t padding() const { return padded_ - numel_; }     // elements, all in the last shard(s)
 

@@ -96,14 +96,14 @@ void Engine::Impl::issue_reduce(FsdpUnit& u) {
   switch (spec->grad_collective) {
     case GradCollective::all_reduce:
       if (replica_comm)
-        p.work = replica_comm->all_reduce(send, p.recv, P, rd, ReduceOp::sum, true,
-                                          {u.id, "grads"});
+        p.work =
+            replica_comm->all_reduce(send, p.recv, P, rd, ReduceOp::sum, true, {u.id, "grads"});
       break;
     case GradCollective::reduce_scatter:
     case GradCollective::reduce_scatter_all_reduce:  // the all-reduce follows in complete()
       if (shard_comm)
-        p.work = shard_comm->reduce_scatter(send, p.recv, S, rd, ReduceOp::sum, true,
-                                            {u.id, "grads"});
+        p.work =
+            shard_comm->reduce_scatter(send, p.recv, S, rd, ReduceOp::sum, true, {u.id, "grads"});
       else if (!full_grads())
         dev.copy(p.recv, send, S * rsz());  // a group of one: the whole gradient is the shard
       break;

@@ -101,9 +101,9 @@ MemoryPlan plan_memory(const PlanInput& in) {
     at(plan.persistent, MemCategory::grads) += (full_g ? padded : shard) * b.grads;
     at(plan.persistent, MemCategory::optimizer_state) += (full_o ? padded : shard) * b.optimizer;
   }
-  const double exact = formula_persistent_bytes(e.strategy, static_cast<double>(plan.input.psi()),
-                                                in.world, plan.group, e.param_dtype,
-                                                e.reduce_dtype);
+  const double exact =
+      formula_persistent_bytes(e.strategy, static_cast<double>(plan.input.psi()), in.world,
+                               plan.group, e.param_dtype, e.reduce_dtype);
   plan.padding_bytes = plan.persistent_total() - static_cast<int64_t>(exact + 0.5);
   if (in.model) plan_step_transient(plan);
   return plan;
@@ -115,24 +115,23 @@ std::string format_plan_table(const std::vector<MemoryPlan>& plans, bool decimal
   std::string out;
   char line[512];
   std::snprintf(line, sizeof line, "%-14s %4s %4s %10s %10s %10s %10s %10s %10s %10s  %s\n",
-                "strategy", "N", "G", "params", "grads", "optim", "persist", "transient",
-                "peak", "padding", "fits");
+                "strategy", "N", "G", "params", "grads", "optim", "persist", "transient", "peak",
+                "padding", "fits");
   out += line;
-  std::snprintf(line, sizeof line, "%-14s %4s %4s %10s %10s %10s %10s %10s %10s %10s\n", "", "",
-                "", uname, uname, uname, uname, uname, uname, "bytes");
+  std::snprintf(line, sizeof line, "%-14s %4s %4s %10s %10s %10s %10s %10s %10s %10s\n", "", "", "",
+                uname, uname, uname, uname, uname, uname, "bytes");
   out += line;
   for (const MemoryPlan& p : plans) {
     const auto v = [&](int64_t b) { return static_cast<double>(b) / unit; };
     int64_t transient = p.peak_total() - p.persistent_total();
-    std::snprintf(line, sizeof line,
-                  "%-14s %4d %4d %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10lld  %s\n",
-                  strategy_name(p.input.engine.strategy), p.input.world, p.group,
-                  v(p.persistent[static_cast<int>(MemCategory::params)]),
-                  v(p.persistent[static_cast<int>(MemCategory::grads)]),
-                  v(p.persistent[static_cast<int>(MemCategory::optimizer_state)]),
-                  v(p.persistent_total()), v(transient), v(p.peak_total()),
-                  static_cast<long long>(p.padding_bytes),
-                  p.input.capacity <= 0 ? "-" : (p.fits() ? "yes" : "NO"));
+    std::snprintf(
+        line, sizeof line, "%-14s %4d %4d %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10lld  %s\n",
+        strategy_name(p.input.engine.strategy), p.input.world, p.group,
+        v(p.persistent[static_cast<int>(MemCategory::params)]),
+        v(p.persistent[static_cast<int>(MemCategory::grads)]),
+        v(p.persistent[static_cast<int>(MemCategory::optimizer_state)]), v(p.persistent_total()),
+        v(transient), v(p.peak_total()), static_cast<long long>(p.padding_bytes),
+        p.input.capacity <= 0 ? "-" : (p.fits() ? "yes" : "NO"));
     out += line;
   }
   return out;

@@ -31,19 +31,19 @@ namespace shardlab {
 // What the planner needs of a run: the engine's settings as the engine takes them, and beside
 // them only what the engine is not told (the world size, the model's units, the batch shape).
 struct PlanInput {
-  EngineConfig engine;           // strategy, G, dtypes, prefetch, act_ckpt, clip, optimizer, ...
-  int world = 1;                 // N
+  EngineConfig engine;  // strategy, G, dtypes, prefetch, act_ckpt, clip, optimizer, ...
+  int world = 1;        // N
   // Unpadded parameter count of each unit (root first, then the blocks). One entry is fine for a
   // model given only by Psi. Filled from `model` when that is set.
   std::vector<int64_t> unit_numels;
-  int64_t capacity = 0;          // per-rank device capacity in bytes, 0 = unlimited
+  int64_t capacity = 0;  // per-rank device capacity in bytes, 0 = unlimited
 
   // The run, for the transient part. Without a model the plan covers persistent state only (the
   // "model states" of the ZeRO paper's figure).
   std::optional<GPTConfig> model;
-  int batch = 1;                 // B: sequences per micro-batch per rank
-  int seq_len = 0;               // T (0: model.max_seq_len)
-  int accum = 1;                 // K micro-batches per step
+  int batch = 1;    // B: sequences per micro-batch per rank
+  int seq_len = 0;  // T (0: model.max_seq_len)
+  int accum = 1;    // K micro-batches per step
   // The local backend's collectives take a small f32 staging buffer (comm_buffers) while they
   // reduce; other backends stage inside the library, invisible to the tracker.
   bool local_staging = true;
@@ -63,15 +63,15 @@ PlanInput plan_input(const EngineConfig& engine, int world, const GPTConfig& mod
 
 struct MemoryPlan {
   PlanInput input;
-  int group = 1;                 // shard group size used for padding and shards
-  MemArray persistent{};         // by category
-  MemArray transient{};          // by category, on top of persistent, at the planned peak
-  std::string peak_where;        // the moment of the peak, e.g. "backward unit 0 (head)"
-  int64_t padding_bytes = 0;     // part of `persistent` that is padding
-  int64_t padded_psi = 0;        // sum over units of the padded unit size
+  int group = 1;              // shard group size used for padding and shards
+  MemArray persistent{};      // by category
+  MemArray transient{};       // by category, on top of persistent, at the planned peak
+  std::string peak_where;     // the moment of the peak, e.g. "backward unit 0 (head)"
+  int64_t padding_bytes = 0;  // part of `persistent` that is padding
+  int64_t padded_psi = 0;     // sum over units of the padded unit size
 
   int64_t persistent_total() const;
-  int64_t peak_total() const;    // persistent + transient
+  int64_t peak_total() const;  // persistent + transient
   MemArray peak_by_category() const;
   bool fits() const { return input.capacity <= 0 || peak_total() <= input.capacity; }
 };

@@ -57,8 +57,8 @@ void Engine::Impl::optimizer_step() {
       }
       if (!grads_known_finite && !all_finite(dev, g32, DType::f32, n))
         SL_THROW(Error, "step ", steps + 1, ": the reduced gradient of ", unit_what(u.id),
-                 " holds NaN or Inf on rank ", world.rank(),
-                 ": the run diverged (lower --lr, now ", cfg.optim.lr, ", or set --clip)");
+                 " holds NaN or Inf on rank ", world.rank(), ": the run diverged (lower --lr, now ",
+                 cfg.optim.lr, ", or set --clip)");
       if (grad_coef != 1.0f) scale_array(dev, g32, grad_coef, n);
       float* p32 = mixed() ? u.master.f32() : static_cast<float*>(owned_params(u));
       u.opt->step(p32, g32, n);

@@ -245,7 +245,7 @@ class StepSim {
       unshard_at(bwd, L - l);
       if (in_.engine.act_ckpt) {
         alloc(kAct, block_acts);
-          alloc(kWs, btc * 4);
+        alloc(kWs, btc * 4);
         release(kWs, btc * 4);
       }
       grad_target(u);

@@ -20,8 +20,8 @@ std::vector<int> prefetch_units(const std::vector<int>& order, int i, int depth,
 void Engine::Impl::prefetch(const std::vector<int>& order, int i) {
   // The gathers queue behind order[i]'s own on the shard communicator and run while it computes.
   auto busy = [&](int id) { return units[id].unsharded || units[id].gather_inflight; };
-  for (int id : prefetch_units(order, i, cfg.prefetch, cfg.max_inflight_gathers, inflight_gathers,
-                               busy))
+  for (int id :
+       prefetch_units(order, i, cfg.prefetch, cfg.max_inflight_gathers, inflight_gathers, busy))
     issue_gather(units[id]);
 }
 

@@ -70,8 +70,8 @@ void Engine::set_shard(int unit, const UnitShard& s) {
   auto get = [&](const std::string& name) -> const std::vector<float>& {
     auto it = s.states.find(name);
     SL_CHECK(it != s.states.end(), "engine: unit ", unit, " shard has no state '", name, "'");
-    SL_CHECK(static_cast<int64_t>(it->second.size()) == n, "engine: unit ", unit, " state '",
-             name, "' has ", it->second.size(), " elements, expected ", n);
+    SL_CHECK(static_cast<int64_t>(it->second.size()) == n, "engine: unit ", unit, " state '", name,
+             "' has ", it->second.size(), " elements, expected ", n);
     return it->second;
   };
   for (const OptimizerState& st : u.opt->state())

@@ -18,11 +18,11 @@ constexpr std::array<StrategySpec, kNumStrategies> kStrategies = {{
     // strategy               zero      params  grads   optim   grads    reshard  gather
     //                                  (kept between steps)    reduced  after    after
     //                                                          by       forward  step
-    {Strategy::no_shard,      "DDP",    kFull,  kFull,  kFull,  kAr,     false,   false},
-    {Strategy::shard_optim,   "ZeRO-1", kFull,  kFull,  kShard, kRs,     false,   true},
-    {Strategy::shard_grad_op, "ZeRO-2", kFull,  kShard, kShard, kRs,     false,   true},
-    {Strategy::full_shard,    "ZeRO-3", kShard, kShard, kShard, kRs,     true,    false},
-    {Strategy::hybrid_shard,  "HSDP",   kShard, kShard, kShard, kRsAr,   true,    false},
+    {Strategy::no_shard, "DDP", kFull, kFull, kFull, kAr, false, false},
+    {Strategy::shard_optim, "ZeRO-1", kFull, kFull, kShard, kRs, false, true},
+    {Strategy::shard_grad_op, "ZeRO-2", kFull, kShard, kShard, kRs, false, true},
+    {Strategy::full_shard, "ZeRO-3", kShard, kShard, kShard, kRs, true, false},
+    {Strategy::hybrid_shard, "HSDP", kShard, kShard, kShard, kRsAr, true, false},
 }};
 
 }  // namespace

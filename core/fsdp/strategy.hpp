@@ -45,10 +45,10 @@ struct StrategySpec {
   const char* zero;                // the same scheme's name in the ZeRO paper (or DDP, HSDP)
   Placement params, grads, optim;  // kept between steps
   GradCollective grad_collective;
-  bool reshard_after_forward;      // params all-gathered per unit before forward and backward,
-                                   // freed after each (ZeRO-3)
-  bool gather_after_step;          // the optimizer updates the owned range of full params: an
-                                   // all-gather after the step brings the others' ranges
+  bool reshard_after_forward;  // params all-gathered per unit before forward and backward,
+                               // freed after each (ZeRO-3)
+  bool gather_after_step;      // the optimizer updates the owned range of full params: an
+                               // all-gather after the step brings the others' ranges
 };
 inline constexpr int kNumStrategies = 5;
 const std::array<StrategySpec, kNumStrategies>& strategy_table();

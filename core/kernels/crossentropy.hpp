@@ -50,8 +50,8 @@ float mean_loss(Device& dev, const float* losses /* (N) */, int N);
 // This family's entry in a device's kernel table (kernel_table.hpp).
 struct CrossEntropyKernels {
   void (*forward)(Device& dev, float* probs, float* losses, const int* targets, int N, int V);
-  void (*backward)(Device& dev, float* dlogits, const float* probs, const int* targets,
-                   float dloss, int N, int V);
+  void (*backward)(Device& dev, float* dlogits, const float* probs, const int* targets, float dloss,
+                   int N, int V);
 };
 
 }  // namespace shardlab

@@ -81,8 +81,7 @@ bool all_finite(Device&, const void* x, DType t, int64_t n) {
       return !any_exponent_all_ones(static_cast<const uint32_t*>(x), n, uint32_t{0x7f800000u});
     case DType::bf16:
       return !any_exponent_all_ones(static_cast<const uint16_t*>(x), n, uint16_t{0x7f80u});
-    default:
-      return !any_exponent_all_ones(static_cast<const uint16_t*>(x), n, uint16_t{0x7c00u});
+    default: return !any_exponent_all_ones(static_cast<const uint16_t*>(x), n, uint16_t{0x7c00u});
   }
 }
 

@@ -14,8 +14,7 @@ void layernorm_forward(Device& dev, float* out, float* mean, float* rstd, const 
 void layernorm_backward(Device& dev, float* dx, float* dweight, float* dbias, const float* dout,
                         const float* x, const float* weight, const float* mean, const float* rstd,
                         int N, int C) {
-  kernel_table(dev).layernorm->backward(dev, dx, dweight, dbias, dout, x, weight, mean, rstd, N,
-                                        C);
+  kernel_table(dev).layernorm->backward(dev, dx, dweight, dbias, dout, x, weight, mean, rstd, N, C);
 }
 
 // ---- CPU --------------------------------------------------------------------------------------

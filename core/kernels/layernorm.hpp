@@ -87,8 +87,8 @@ struct LayerNormKernels {
   void (*forward)(Device& dev, float* out, float* mean, float* rstd, const float* x,
                   const float* weight, const float* bias, int N, int C);
   void (*backward)(Device& dev, float* dx, float* dweight, float* dbias, const float* dout,
-                   const float* x, const float* weight, const float* mean, const float* rstd,
-                   int N, int C);
+                   const float* x, const float* weight, const float* mean, const float* rstd, int N,
+                   int C);
 };
 
 }  // namespace shardlab

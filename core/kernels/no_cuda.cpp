@@ -5,8 +5,9 @@
 namespace shardlab {
 
 const KernelTable& cuda_kernel_table() {
-  SL_THROW(Error, "this build has no CUDA kernels: configure with -DSHARDLAB_CUDA=ON "
-                  "(the `cuda` preset) on a machine with the CUDA toolkit");
+  SL_THROW(Error,
+           "this build has no CUDA kernels: configure with -DSHARDLAB_CUDA=ON "
+           "(the `cuda` preset) on a machine with the CUDA toolkit");
 }
 
 }  // namespace shardlab

@@ -11,8 +11,8 @@ namespace shardlab {
 
 namespace {
 constexpr const char* kNames[kNumMemCategories] = {
-    "params", "params_unsharded", "grads",        "grads_unsharded",
-    "optimizer_state", "activations", "comm_buffers", "workspace"};
+    "params",          "params_unsharded", "grads",        "grads_unsharded",
+    "optimizer_state", "activations",      "comm_buffers", "workspace"};
 }
 
 const char* mem_category_name(MemCategory c) { return kNames[static_cast<int>(c)]; }
@@ -44,14 +44,24 @@ int64_t parse_bytes(const std::string& s, const std::string& what) {
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   if (end == s.c_str() || !(v >= 0) || !std::isfinite(v))
-    SL_THROW(InvalidArgument, who, "cannot read '", s,
-             "' as a size (examples: 512MiB, 2GiB, 1e9)");
+    SL_THROW(InvalidArgument, who, "cannot read '", s, "' as a size (examples: 512MiB, 2GiB, 1e9)");
   std::string unit(end);
-  struct U { const char* name; double mult; };
-  const U units[] = {{"", 1},           {"B", 1},           {"KiB", 1024.0},
-                     {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
-                     {"KB", 1e3},        {"MB", 1e6},         {"GB", 1e9},
-                     {"TB", 1e12},       {"K", 1024.0},       {"M", 1048576.0},
+  struct U {
+    const char* name;
+    double mult;
+  };
+  const U units[] = {{"", 1},
+                     {"B", 1},
+                     {"KiB", 1024.0},
+                     {"MiB", 1048576.0},
+                     {"GiB", 1073741824.0},
+                     {"TiB", 1099511627776.0},
+                     {"KB", 1e3},
+                     {"MB", 1e6},
+                     {"GB", 1e9},
+                     {"TB", 1e12},
+                     {"K", 1024.0},
+                     {"M", 1048576.0},
                      {"G", 1073741824.0}};
   for (const U& u : units) {
     if (unit != u.name) continue;
@@ -64,7 +74,8 @@ int64_t parse_bytes(const std::string& s, const std::string& what) {
     const int64_t n = static_cast<int64_t>(std::llround(bytes));
     // "0" means "no limit" to its callers: a nonzero size must not silently round to it.
     if (n == 0 && bytes > 0)
-      SL_THROW(InvalidArgument, who, "'", s, "' rounds to 0 bytes, which means no limit; give at "
+      SL_THROW(InvalidArgument, who, "'", s,
+               "' rounds to 0 bytes, which means no limit; give at "
                "least 1 B, or 0 for none");
     return n;
   }
@@ -82,10 +93,9 @@ void MemoryTracker::allocate(MemCategory c, int64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   const int i = static_cast<int>(c);
   if (capacity_ > 0 && total_ + bytes > capacity_) {
-    std::string msg = "rank " + std::to_string(rank_) + ": out of memory: " +
-                      mem_category_name(c) + " requested " + format_bytes(bytes) + " with " +
-                      format_bytes(total_) + " in use of a " + format_bytes(capacity_) +
-                      " capacity. In use by category:";
+    std::string msg = "rank " + std::to_string(rank_) + ": out of memory: " + mem_category_name(c) +
+                      " requested " + format_bytes(bytes) + " with " + format_bytes(total_) +
+                      " in use of a " + format_bytes(capacity_) + " capacity. In use by category:";
     for (int k = 0; k < kNumMemCategories; ++k)
       if (cur_[k] > 0) msg += std::string(" ") + kNames[k] + " " + format_bytes(cur_[k]) + ";";
     throw OutOfMemory(msg);

@@ -88,8 +88,7 @@ SGD::SGD(Device& dev, const OptimizerConfig& cfg, int64_t n) : Optimizer(dev, cf
 
 void SGD::step(float* params, const float* grads, int64_t n) {
   begin_step(n);
-  sgd_update(dev_, params, grads, momentum_buffer(), n, cfg_.lr, cfg_.momentum,
-             cfg_.weight_decay);
+  sgd_update(dev_, params, grads, momentum_buffer(), n, cfg_.lr, cfg_.momentum, cfg_.weight_decay);
 }
 
 std::vector<OptimizerState> SGD::state() const {

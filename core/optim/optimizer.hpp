@@ -21,12 +21,12 @@ OptimizerKind parse_optimizer_kind(const std::string& s);
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::adamw;
-  float lr = 1e-3f;            // the starting rate; the trainer's schedule calls set_lr each step
-  float beta1 = 0.9f;          // AdamW
-  float beta2 = 0.95f;         // AdamW (GPT-3 / llm.c value)
-  float eps = 1e-8f;           // AdamW
-  float weight_decay = 0.0f;   // AdamW: decoupled (p -= lr*wd*p); SGD: added to the gradient
-  float momentum = 0.9f;       // SGD; 0 = plain SGD, no state
+  float lr = 1e-3f;           // the starting rate; the trainer's schedule calls set_lr each step
+  float beta1 = 0.9f;         // AdamW
+  float beta2 = 0.95f;        // AdamW (GPT-3 / llm.c value)
+  float eps = 1e-8f;          // AdamW
+  float weight_decay = 0.0f;  // AdamW: decoupled (p -= lr*wd*p); SGD: added to the gradient
+  float momentum = 0.9f;      // SGD; 0 = plain SGD, no state
   // Throws InvalidArgument naming the field (lr < 0, betas outside [0, 1), eps <= 0, ...).
   void validate() const;
 };

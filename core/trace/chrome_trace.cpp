@@ -98,8 +98,10 @@ std::string chrome_trace_json(const RunData& run) {
   for (size_t r = 0; r < run.ranks.size(); ++r) {
     const int pid = static_cast<int>(r);
     const RankTrace& rt = run.ranks[r];
-    meta_events.push_back({0, metadata("process_name", pid, 0, "name", json_quoted("rank " + std::to_string(r)))});
-    meta_events.push_back({0, metadata("process_sort_index", pid, 0, "sort_index", std::to_string(r))});
+    meta_events.push_back(
+        {0, metadata("process_name", pid, 0, "name", json_quoted("rank " + std::to_string(r)))});
+    meta_events.push_back(
+        {0, metadata("process_sort_index", pid, 0, "sort_index", std::to_string(r))});
 
     // Spans: per lane, tracks 0, 1, ... become tids lane + 2 * track.
     int tracks_used[2] = {1, 1};  // compute and comm threads are always named
@@ -137,7 +139,8 @@ std::string chrome_trace_json(const RunData& run) {
         std::string name = lane_name(lane);
         if (k > 0) name += " #" + std::to_string(k + 1);
         meta_events.push_back({0, metadata("thread_name", pid, tid, "name", json_quoted(name))});
-        meta_events.push_back({0, metadata("thread_sort_index", pid, tid, "sort_index", std::to_string(tid))});
+        meta_events.push_back(
+            {0, metadata("thread_sort_index", pid, tid, "sort_index", std::to_string(tid))});
       }
     }
 
@@ -149,7 +152,8 @@ std::string chrome_trace_json(const RunData& run) {
       e += ",\"args\":{";
       for (int c = 0; c < kNumMemCategories; ++c) {
         if (c) e += ',';
-        e += json_quoted(mem_category_name(static_cast<MemCategory>(c))) + ":" + std::to_string(cur[c]);
+        e += json_quoted(mem_category_name(static_cast<MemCategory>(c))) + ":" +
+             std::to_string(cur[c]);
       }
       e += "}}";
       events.push_back({std::max<int64_t>(0, m.t), std::move(e)});

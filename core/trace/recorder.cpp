@@ -61,11 +61,11 @@ struct Recorder::Impl {
 
   mutable std::mutex mu;  // guards buf and the counts
   std::string buf;
-  int64_t buffered = 0;   // events in buf
-  int64_t recorded = 0;   // events since construction
+  int64_t buffered = 0;  // events in buf
+  int64_t recorded = 0;  // events since construction
 
-  std::mutex file_mu;     // one writer at a time, in order
-  std::string writing;    // the buffer being written (swapped with buf, keeps its capacity)
+  std::mutex file_mu;   // one writer at a time, in order
+  std::string writing;  // the buffer being written (swapped with buf, keeps its capacity)
 
   // Appends a formatted line; returns true when the caller should flush.
   bool append(const std::string& line) {

@@ -83,7 +83,10 @@ class Recorder {
 class ScopedSpan {
  public:
   ScopedSpan(Recorder* rec, const char* op, int unit = -1, int64_t bytes = 0)
-      : rec_(rec && rec->enabled() ? rec : nullptr), op_(op), unit_(unit), bytes_(bytes),
+      : rec_(rec && rec->enabled() ? rec : nullptr),
+        op_(op),
+        unit_(unit),
+        bytes_(bytes),
         t0_(rec_ ? trace_now_ns() : 0) {
     if (kNvtxEnabled && rec_) nvtx_push(op_);
   }

@@ -2,12 +2,12 @@
 // recorders, and finish() (summary.json and trace.json from the rank files).
 #include "core/trace/run_dir.hpp"
 
+#include <unistd.h>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <unistd.h>
 #include <vector>
 
 #include "core/base/error.hpp"
@@ -88,7 +88,8 @@ RunDir RunDir::create(json meta, const RunDirOptions& opts) {
     // Two runs started in the same second get -2, -3, ... rather than sharing a directory.
     const std::string base = default_run_name(meta, now_t);
     dir = fs::path(opts.root) / base;
-    for (int k = 2; fs::exists(dir, ec); ++k) dir = fs::path(opts.root) / (base + "-" + std::to_string(k));
+    for (int k = 2; fs::exists(dir, ec); ++k)
+      dir = fs::path(opts.root) / (base + "-" + std::to_string(k));
   }
   fs::create_directories(dir, ec);
   if (ec) SL_THROW(IoError, dir.string(), ": cannot create the run directory: ", ec.message());
@@ -98,8 +99,7 @@ RunDir RunDir::create(json meta, const RunDirOptions& opts) {
   char iso[32];
   std::strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
   meta["start_time"] = iso;
-  meta["start_time_unix"] =
-      std::chrono::duration<double>(now.time_since_epoch()).count();
+  meta["start_time_unix"] = std::chrono::duration<double>(now.time_since_epoch()).count();
   meta["version"] = SHARDLAB_VERSION;
   write_file_atomic((dir / "meta.json").string(), meta.dump(2) + "\n");
   trace_reset_clock();

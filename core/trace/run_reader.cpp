@@ -27,7 +27,8 @@ int rank_of_file_name(const std::string& name) {
   if (name.size() <= prefix.size() + suffix.size()) return -1;
   if (name.compare(0, prefix.size(), prefix) != 0) return -1;
   if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return -1;
-  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  const std::string digits =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
   if (digits.empty() || digits.size() > 6) return -1;
   if (digits.size() > 1 && digits[0] == '0') return -1;  // rank01.jsonl would read rank 1 twice
   for (char c : digits)
@@ -42,8 +43,8 @@ Lane parse_lane(const std::string& s) {
 }
 
 UnitState parse_unit_state(const std::string& s) {
-  for (UnitState u : {UnitState::sharded, UnitState::gathering, UnitState::unsharded,
-                      UnitState::resharded})
+  for (UnitState u :
+       {UnitState::sharded, UnitState::gathering, UnitState::unsharded, UnitState::resharded})
     if (s == unit_state_name(u)) return u;
   SL_THROW(InvalidArgument, "unknown unit state '", s, "'");
 }
@@ -65,7 +66,8 @@ constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 std::string add_event_line(const std::string& line, int rank, RankTrace& rt,
                            const std::string& where) {
   json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return where + ": malformed event line (not a JSON object)";
+  if (j.is_discarded() || !j.is_object())
+    return where + ": malformed event line (not a JSON object)";
   try {
     const int64_t line_rank = json_int(j, "rank", where, 0, kMaxInt);
     if (line_rank != rank)
@@ -165,8 +167,8 @@ std::string read_from(const fs::path& path, int64_t offset, std::string& out) {
 struct RankFile {
   int rank;
   fs::path path;
-  bool regular;   // a regular file (not a directory or a FIFO named like a rank file)
-  int64_t size;   // 0 unless regular
+  bool regular;  // a regular file (not a directory or a FIFO named like a rank file)
+  int64_t size;  // 0 unless regular
 };
 
 // Rank files present in `dir`, sorted by rank.
@@ -180,7 +182,8 @@ std::vector<RankFile> list_rank_files(const fs::path& dir, std::error_code& ec) 
     const auto size = regular ? fs::file_size(it->path(), e2) : 0;
     out.push_back({r, it->path(), regular && !e2, regular && !e2 ? static_cast<int64_t>(size) : 0});
   }
-  std::sort(out.begin(), out.end(), [](const RankFile& a, const RankFile& b) { return a.rank < b.rank; });
+  std::sort(out.begin(), out.end(),
+            [](const RankFile& a, const RankFile& b) { return a.rank < b.rank; });
   return out;
 }
 
@@ -293,9 +296,10 @@ bool RunReader::poll() {
       if (!read_from(rf->path, fsx.offset, fresh).empty()) continue;
       fsx.offset += static_cast<int64_t>(fresh.size());
       fsx.partial += fresh;
-      consume_lines(fsx.partial, rank, rt, fsx.line_no, name, [&](int64_t line, const std::string&) {
-        problem_ = name + ":" + std::to_string(line) + ": skipped malformed line";
-      });
+      consume_lines(fsx.partial, rank, rt, fsx.line_no, name,
+                    [&](int64_t line, const std::string&) {
+                      problem_ = name + ":" + std::to_string(line) + ": skipped malformed line";
+                    });
       changed = true;
     }
 
@@ -333,7 +337,8 @@ RunData read_run(const std::string& dir) {
   std::string text;
   std::string why = read_from(meta_path, 0, text);
   if (why == "missing")
-    SL_THROW(IoError, meta_path.string(), ": missing (not a run directory, or the run never started)");
+    SL_THROW(IoError, meta_path.string(),
+             ": missing (not a run directory, or the run never started)");
   if (!why.empty()) SL_THROW(IoError, meta_path.string(), ": ", why);
   run.meta = json::parse(text, nullptr, false);
   if (run.meta.is_discarded() || !run.meta.is_object())

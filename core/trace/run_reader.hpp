@@ -57,7 +57,8 @@ struct MarkEvent {
   std::string text;
 };
 
-// One rank's events in file order (the order they were recorded; mem events in the tracker's order).
+// One rank's events in file order (the order they were recorded; mem events in the tracker's
+// order).
 struct RankTrace {
   std::vector<MemEvent> mem;
   std::vector<SpanEvent> spans;
@@ -86,7 +87,8 @@ class RunReader {
   // removed", "rank1.jsonl:57: skipped malformed line"), empty when all is well.
   // Ranks: meta.json's world_size when valid (else a problem, and none); a non-empty rank file
   // beyond it is read only while the directory has a non-empty rank file for every row it adds
-  // (rank < world_size + non-empty rank files) and below kMaxRunRanks; others are skipped and named.
+  // (rank < world_size + non-empty rank files) and below kMaxRunRanks; others are skipped and
+  // named.
   const std::string& status() const { return status_; }
 
  private:

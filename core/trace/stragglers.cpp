@@ -77,7 +77,8 @@ StragglerReport compute_stragglers(const RunData& run, const std::vector<int64_t
     if (n < 2) break;
     StepStraggler st;
     st.step = step;
-    st.slowest_rank = static_cast<int>(std::min_element(waits.begin(), waits.end()) - waits.begin());
+    st.slowest_rank =
+        static_cast<int>(std::min_element(waits.begin(), waits.end()) - waits.begin());
     st.slowest_wait_ns = waits[static_cast<size_t>(st.slowest_rank)];
     double others = 0;
     for (int r = 0; r < n; ++r)
@@ -126,9 +127,10 @@ nlohmann::json stragglers_to_json(const StragglerReport& s) {
 void print_stragglers(const StragglerReport& s, std::ostream& os, int max_steps) {
   if (s.empty()) return;
   char buf[256];
-  os << "waiting for other ranks (" << (s.estimated ? "estimated: time in a collective beyond "
-                                                      "the fastest of its op and size"
-                                                    : "exact: time until the last rank arrived")
+  os << "waiting for other ranks ("
+     << (s.estimated ? "estimated: time in a collective beyond "
+                       "the fastest of its op and size"
+                     : "exact: time until the last rank arrived")
      << ")\n";
   std::snprintf(buf, sizeof buf, "%-5s %12s %12s %14s\n", "rank", "waited ms", "collectives",
                 "slowest steps");
@@ -167,11 +169,10 @@ void print_stragglers(const StragglerReport& s, std::ostream& os, int max_steps)
   if (s.peak_max_rank >= 0 && s.ranks.size() > 1 && s.peak_max == s.peak_min) {
     os << "memory imbalance: none, every rank peaks at " << format_bytes(s.peak_max) << "\n";
   } else if (s.peak_max_rank >= 0 && s.ranks.size() > 1) {
-    std::snprintf(buf, sizeof buf,
-                  "memory imbalance: peak %s on rank %d, %s on rank %d (%s apart)\n",
-                  format_bytes(s.peak_max).c_str(), s.peak_max_rank,
-                  format_bytes(s.peak_min).c_str(), s.peak_min_rank,
-                  format_bytes(s.peak_max - s.peak_min).c_str());
+    std::snprintf(
+        buf, sizeof buf, "memory imbalance: peak %s on rank %d, %s on rank %d (%s apart)\n",
+        format_bytes(s.peak_max).c_str(), s.peak_max_rank, format_bytes(s.peak_min).c_str(),
+        s.peak_min_rank, format_bytes(s.peak_max - s.peak_min).c_str());
     os << buf;
   }
 }

@@ -25,9 +25,9 @@ struct RankWait {
 
 struct StepStraggler {
   int step = 0;
-  int slowest_rank = -1;         // the rank that waited least: the others waited for it
-  double others_wait_ns = 0;     // mean wait of the other ranks in this step
-  int64_t slowest_wait_ns = 0;   // the slowest rank's own wait in this step
+  int slowest_rank = -1;        // the rank that waited least: the others waited for it
+  double others_wait_ns = 0;    // mean wait of the other ranks in this step
+  int64_t slowest_wait_ns = 0;  // the slowest rank's own wait in this step
 };
 
 struct StragglerReport {

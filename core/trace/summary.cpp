@@ -2,10 +2,10 @@
 #include "core/trace/summary.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <climits>
 #include <map>
 
 #include "core/base/error.hpp"
@@ -38,8 +38,9 @@ int64_t sat_length(int64_t a, int64_t b) {
 // ---- intervals ----------------------------------------------------------------------------------
 
 std::vector<Interval> interval_union(std::vector<Interval> iv) {
-  iv.erase(std::remove_if(iv.begin(), iv.end(), [](const Interval& i) { return i.second <= i.first; }),
-           iv.end());
+  iv.erase(
+      std::remove_if(iv.begin(), iv.end(), [](const Interval& i) { return i.second <= i.first; }),
+      iv.end());
   std::sort(iv.begin(), iv.end());
   std::vector<Interval> out;
   for (const Interval& i : iv) {
@@ -64,8 +65,8 @@ int64_t length_not_covered(const std::vector<Interval>& a, const std::vector<Int
   for (const Interval& x : a) {
     while (j < b.size() && b[j].second <= x.first) ++j;
     for (size_t k = j; k < b.size() && b[k].first < x.second; ++k)
-      overlap = sat_add(overlap, sat_length(std::max(x.first, b[k].first),
-                                            std::min(x.second, b[k].second)));
+      overlap = sat_add(overlap,
+                        sat_length(std::max(x.first, b[k].first), std::min(x.second, b[k].second)));
   }
   return std::max<int64_t>(0, sat_add(total_length(a), -overlap));
 }
@@ -80,7 +81,8 @@ std::vector<CommStat> comm_stats(const std::map<CommKey, CommStat>& m, int steps
   std::vector<CommStat> out;
   for (const auto& kv : m) {
     CommStat c = kv.second;
-    c.bytes_per_step = steps > 0 ? static_cast<double>(c.bytes) / steps : static_cast<double>(c.bytes);
+    c.bytes_per_step =
+        steps > 0 ? static_cast<double>(c.bytes) / steps : static_cast<double>(c.bytes);
     out.push_back(c);
   }
   return out;
@@ -197,7 +199,8 @@ namespace {
 
 json mem_json(const MemArray& a) {
   json j = json::object();
-  for (int c = 0; c < kNumMemCategories; ++c) j[mem_category_name(static_cast<MemCategory>(c))] = a[c];
+  for (int c = 0; c < kNumMemCategories; ++c)
+    j[mem_category_name(static_cast<MemCategory>(c))] = a[c];
   return j;
 }
 
@@ -252,7 +255,6 @@ json summary_to_json(const RunSummary& s) {
 
 namespace {
 
-
 std::string meta_str(const json& meta, const char* key) {
   auto it = meta.find(key);
   if (it == meta.end() || it->is_null()) return "?";
@@ -260,7 +262,7 @@ std::string meta_str(const json& meta, const char* key) {
 }
 
 // Short column names for the eight categories, in MemCategory order.
-constexpr const char* kShortNames[kNumMemCategories] = {"params", "params_u", "grads",  "grads_u",
+constexpr const char* kShortNames[kNumMemCategories] = {"params", "params_u", "grads",    "grads_u",
                                                         "optim",  "activ",    "comm_buf", "work"};
 
 void print_mem_table(const char* title, const RunSummary& s, bool at_peak, std::ostream& os) {
@@ -294,10 +296,11 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
   os << "strategy " << meta_str(meta, "strategy") << "   world " << s.world_size << "   backend "
      << meta_str(meta, "backend") << "   started " << meta_str(meta, "start_time") << "\n";
   const StepTimeStats& st = s.step_time;
-  std::snprintf(buf, sizeof buf,
-                "steps %d (%d measured%s)   step time ms: mean %.3f  median %.3f  min %.3f  max %.3f\n",
-                st.steps, st.measured, st.warmup_excluded ? ", first excluded as warm-up" : "",
-                st.mean_s * 1e3, st.median_s * 1e3, st.min_s * 1e3, st.max_s * 1e3);
+  std::snprintf(
+      buf, sizeof buf,
+      "steps %d (%d measured%s)   step time ms: mean %.3f  median %.3f  min %.3f  max %.3f\n",
+      st.steps, st.measured, st.warmup_excluded ? ", first excluded as warm-up" : "",
+      st.mean_s * 1e3, st.median_s * 1e3, st.min_s * 1e3, st.max_s * 1e3);
   os << buf;
   std::snprintf(buf, sizeof buf, "tokens/s %.1f   tokens/step %.1f (all ranks)\n", s.tokens_per_s,
                 s.tokens_per_step);
@@ -319,7 +322,8 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
   for (const CommStat& c : s.comm) {
     const double per_rank = s.world_size > 0 ? c.bytes_per_step / s.world_size : 0.0;
     std::snprintf(buf, sizeof buf, "%-16s %-5s %8lld %12s %12s %16s\n", c.op.c_str(),
-                  dtype_name(c.dtype), static_cast<long long>(c.calls), format_bytes(c.bytes).c_str(),
+                  dtype_name(c.dtype), static_cast<long long>(c.calls),
+                  format_bytes(c.bytes).c_str(),
                   format_bytes(std::llround(c.bytes_per_step)).c_str(),
                   format_bytes(std::llround(per_rank)).c_str());
     os << buf;
@@ -331,8 +335,9 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
                 "exposed ms", "exposed %");
   os << buf;
   for (const RankSummary& r : s.ranks) {
-    std::snprintf(buf, sizeof buf, "%-5d %12.3f %12.3f %12.3f %10.1f\n", r.rank, r.compute_ns * 1e-6,
-                  r.comm_ns * 1e-6, r.exposed_comm_ns * 1e-6, 100.0 * r.exposed_comm_fraction);
+    std::snprintf(buf, sizeof buf, "%-5d %12.3f %12.3f %12.3f %10.1f\n", r.rank,
+                  r.compute_ns * 1e-6, r.comm_ns * 1e-6, r.exposed_comm_ns * 1e-6,
+                  100.0 * r.exposed_comm_fraction);
     os << buf;
   }
   if (!s.stragglers.empty()) {

@@ -1,6 +1,7 @@
 // Run summary computed from the recorded events alone (RunData), so the same files always give
 // the same numbers: per-rank memory peaks by category, step-time statistics, tokens/s,
-// communication bytes by op and dtype, and exposed communication. Definitions: docs/observability.md.
+// communication bytes by op and dtype, and exposed communication. Definitions:
+// docs/observability.md.
 #pragma once
 
 #include <cstdint>
@@ -29,20 +30,20 @@ struct CommStat {
 
 struct RankSummary {
   int rank = 0;
-  int steps = 0;               // step events of this rank
-  MemArray peak{};             // each category's own peak (they may peak at different times)
-  int64_t peak_total = 0;      // the highest total
-  MemArray at_peak{};          // the categories at the first moment the total reached peak_total
-  int64_t compute_ns = 0;      // length of the union of compute-lane spans
-  int64_t comm_ns = 0;         // length of the union of comm-lane spans
-  int64_t exposed_comm_ns = 0; // length of (union of comm) minus (union of compute)
+  int steps = 0;                // step events of this rank
+  MemArray peak{};              // each category's own peak (they may peak at different times)
+  int64_t peak_total = 0;       // the highest total
+  MemArray at_peak{};           // the categories at the first moment the total reached peak_total
+  int64_t compute_ns = 0;       // length of the union of compute-lane spans
+  int64_t comm_ns = 0;          // length of the union of comm-lane spans
+  int64_t exposed_comm_ns = 0;  // length of (union of comm) minus (union of compute)
   double exposed_comm_fraction = 0;  // exposed_comm_ns / comm_ns, 0 without comm
-  std::vector<CommStat> comm;  // sorted by op, then dtype
+  std::vector<CommStat> comm;        // sorted by op, then dtype
 };
 
 struct StepTimeStats {
-  int steps = 0;             // distinct step numbers seen
-  int measured = 0;          // steps in the statistics
+  int steps = 0;                 // distinct step numbers seen
+  int measured = 0;              // steps in the statistics
   bool warmup_excluded = false;  // the first step left out (only when steps > 2)
   double mean_s = 0, median_s = 0, min_s = 0, max_s = 0;
 };

@@ -47,7 +47,8 @@ TokenCorpus make_synthetic_corpus(const SyntheticSpec& spec) {
   } catch (const std::bad_alloc&) {
     // A bare "std::bad_alloc" named neither the option nor the size it asked for.
     SL_THROW(InvalidArgument, "synthetic corpus: --corpus-tokens ", spec.tokens, " needs ",
-             format_bytes(spec.tokens > INT64_MAX / 2 ? INT64_MAX : spec.tokens * 2), " of host memory, which could not be allocated");
+             format_bytes(spec.tokens > INT64_MAX / 2 ? INT64_MAX : spec.tokens * 2),
+             " of host memory, which could not be allocated");
   } catch (const std::length_error&) {
     SL_THROW(InvalidArgument, "synthetic corpus: --corpus-tokens ", spec.tokens,
              " is more tokens than one vector holds");

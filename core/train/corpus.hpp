@@ -19,10 +19,10 @@ const char* corpus_kind_name(CorpusKind k);
 
 struct TokenCorpus {
   CorpusKind kind = CorpusKind::synthetic;
-  std::string name;              // the path, or "synthetic"
-  std::string description;       // one line for the run header
+  std::string name;         // the path, or "synthetic"
+  std::string description;  // one line for the run header
   std::vector<uint16_t> tokens;
-  int vocab = 0;                 // largest token + 1: the smallest vocabulary that can model it
+  int vocab = 0;  // largest token + 1: the smallest vocabulary that can model it
   // The best achievable loss in nats/token when known (the synthetic chain's entropy rate), NaN
   // otherwise.
   double entropy_rate = std::numeric_limits<double>::quiet_NaN();

@@ -17,11 +17,11 @@
 namespace shardlab {
 
 struct LoaderConfig {
-  int64_t batch = 8;   // B: the global batch in sequences, over all ranks
-  int64_t seq = 64;    // T: tokens per sequence
-  int rank = 0;        // this rank's slice of each global batch
-  int world = 1;       // N ranks; must divide B
-  uint64_t seed = 1;   // the window order
+  int64_t batch = 8;  // B: the global batch in sequences, over all ranks
+  int64_t seq = 64;   // T: tokens per sequence
+  int rank = 0;       // this rank's slice of each global batch
+  int world = 1;      // N ranks; must divide B
+  uint64_t seed = 1;  // the window order
 };
 
 struct Batch {
@@ -61,8 +61,8 @@ class DataLoader {
   LoaderConfig cfg_;
   int64_t windows_ = 0;
   int64_t position_ = 0;
-  int64_t perm_epoch_ = -1;           // epoch whose order perm_ holds
-  std::vector<int64_t> perm_;         // window order of perm_epoch_
+  int64_t perm_epoch_ = -1;    // epoch whose order perm_ holds
+  std::vector<int64_t> perm_;  // window order of perm_epoch_
 };
 
 }  // namespace shardlab

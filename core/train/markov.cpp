@@ -19,8 +19,7 @@ MarkovChain::MarkovChain(std::vector<std::vector<Transition>> rows) : rows_(std:
     for (const Transition& t : rows_[i]) {
       SL_CHECK(t.next >= 0 && t.next < V, "MarkovChain: state ", i, " has successor ", t.next,
                " outside 0..", V - 1);
-      SL_CHECK(t.prob > 0.0, "MarkovChain: state ", i, " -> ", t.next, " has probability ",
-               t.prob);
+      SL_CHECK(t.prob > 0.0, "MarkovChain: state ", i, " -> ", t.next, " has probability ", t.prob);
       sum += t.prob;
     }
     SL_CHECK(std::fabs(sum - 1.0) < 1e-9, "MarkovChain: state ", i, " probabilities sum to ", sum);

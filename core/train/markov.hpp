@@ -14,11 +14,11 @@ namespace shardlab {
 // probabilities from a flat Dirichlet (normalised Exp(1) draws), sharpened by `concentration`:
 // weights are raised to that power before normalising (1 = Dirichlet(1), larger = peakier).
 struct SyntheticSpec {
-  int vocab = 256;            // states = tokens 0..vocab-1
-  int successors = 4;         // distinct next tokens per state
-  double concentration = 1.0; // exponent on the Exp(1) weights
-  uint64_t seed = 20240520;   // the chain; the sample drawn from it uses the same seed
-  int64_t tokens = 1 << 21;   // corpus length drawn from the chain
+  int vocab = 256;             // states = tokens 0..vocab-1
+  int successors = 4;          // distinct next tokens per state
+  double concentration = 1.0;  // exponent on the Exp(1) weights
+  uint64_t seed = 20240520;    // the chain; the sample drawn from it uses the same seed
+  int64_t tokens = 1 << 21;    // corpus length drawn from the chain
 };
 
 class MarkovChain {

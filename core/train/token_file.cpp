@@ -74,8 +74,7 @@ void write_token_file(const std::string& path, const std::vector<uint16_t>& toke
   header[2] = static_cast<int32_t>(tokens.size());
   std::string bytes(kTokenFileHeaderBytes + 2 * tokens.size(), '\0');
   std::memcpy(&bytes[0], header, kTokenFileHeaderBytes);
-  if (!tokens.empty())
-    std::memcpy(&bytes[kTokenFileHeaderBytes], tokens.data(), 2 * tokens.size());
+  if (!tokens.empty()) std::memcpy(&bytes[kTokenFileHeaderBytes], tokens.data(), 2 * tokens.size());
   write_file_atomic(path, bytes);  // readers never see a half-written shard
 }
 

@@ -57,7 +57,9 @@ void engine_shards(const Engine& engine, EngineShards& out, bool params_only) {
 namespace {
 
 json data_identity(const TrainConfig& cfg, int64_t corpus_tokens) {
-  json d = {{"batch", cfg.batch}, {"seq", cfg.seq}, {"seed", cfg.engine.seed},
+  json d = {{"batch", cfg.batch},
+            {"seq", cfg.seq},
+            {"seed", cfg.engine.seed},
             {"corpus_tokens", corpus_tokens}};
   if (cfg.data == "synthetic")
     d["synthetic"] = {{"vocab", cfg.synthetic.vocab},
@@ -87,14 +89,15 @@ int64_t loader_position_from(const json& loader, const TrainConfig& cfg, int64_t
                              const std::string& where) {
   if (!loader.is_object() || !loader.contains("position") ||
       !loader.at("position").is_number_integer())
-    SL_THROW(IoError, where, ": loader.position is missing or not an integer (not a checkpoint "
-                             "written by shardlab train?)");
+    SL_THROW(IoError, where,
+             ": loader.position is missing or not an integer (not a checkpoint "
+             "written by shardlab train?)");
   const json want = data_identity(cfg, corpus_tokens);
   for (auto& [k, v] : want.items()) {
     const json saved = loader.contains(k) ? loader.at(k) : json();
     if (saved != v)
-      SL_THROW(InvalidArgument, where, ": the checkpoint was trained with ", k, " ",
-               saved.dump(), ", this run has ", v.dump(), " (", option_of(k),
+      SL_THROW(InvalidArgument, where, ": the checkpoint was trained with ", k, " ", saved.dump(),
+               ", this run has ", v.dump(), " (", option_of(k),
                "): the saved data position would mean other tokens");
   }
   return json_int(loader, "position", where + ": loader", 0);
@@ -102,9 +105,9 @@ int64_t loader_position_from(const json& loader, const TrainConfig& cfg, int64_t
 
 // ---- save and load ------------------------------------------------------------------------------
 
-std::string save_train_checkpoint(const Engine& engine, Communicator& comm,
-                                  const std::string& root, int64_t step, const json& loader,
-                                  const json& extra, int keep_last) {
+std::string save_train_checkpoint(const Engine& engine, Communicator& comm, const std::string& root,
+                                  int64_t step, const json& loader, const json& extra,
+                                  int keep_last) {
   EngineShards shards;
   engine_shards(engine, shards);
   CheckpointMeta meta;

@@ -45,10 +45,9 @@ int64_t loader_position_from(const nlohmann::json& loader, const TrainConfig& cf
 
 // Collective: writes <root>/step-<step>/ from this rank's shards and updates <root>/latest.
 // Returns the checkpoint directory.
-std::string save_train_checkpoint(const Engine& engine, Communicator& comm,
-                                  const std::string& root, int64_t step,
-                                  const nlohmann::json& loader, const nlohmann::json& extra,
-                                  int keep_last);
+std::string save_train_checkpoint(const Engine& engine, Communicator& comm, const std::string& root,
+                                  int64_t step, const nlohmann::json& loader,
+                                  const nlohmann::json& extra, int keep_last);
 
 // Collective: loads the checkpoint at `path` (a step-<k> directory or a root with `latest`) into
 // the engine, resharding to this run's strategy and world size, and restores Adam's step count.

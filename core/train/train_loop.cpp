@@ -102,7 +102,8 @@ int64_t restore(const RunPlan& p, RankContext& ctx, EngineStepper& stepper, Data
       if (meta.extra.contains("train")) {
         const std::string d =
             config_difference(meta.extra.at("train"), train_config_json(cfg), "config");
-        if (!d.empty()) out << "note: this run's settings differ from the checkpoint's: " << d << "\n";
+        if (!d.empty())
+          out << "note: this run's settings differ from the checkpoint's: " << d << "\n";
       }
       out << "\n";
     }
@@ -168,9 +169,9 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
     const bool line_due = (s + 1) % every == 0 || s + 1 == cfg.steps;
     if (printer && line_due) {
       const double dt = seconds_since(t_line);
-      print_step_line(out, {s + 1, loss_sum / since_line, lr,
-                            dt > 0 ? since_line * tokens_per_step / dt : 0.0,
-                            ctx.tracker->peak_total()});
+      print_step_line(
+          out, {s + 1, loss_sum / since_line, lr, dt > 0 ? since_line * tokens_per_step / dt : 0.0,
+                ctx.tracker->peak_total()});
       t_line = Clock::now();
     }
     if (line_due) {
@@ -232,8 +233,8 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
   // Problems with the files to start from are reported here, once, before any rank starts.
   if (!cfg.resume.empty()) {
     std::string note;
-    p.resume_dir = check_resume(cfg.resume_path(), cfg,
-                                static_cast<int64_t>(p.corpus->tokens.size()), &note);
+    p.resume_dir =
+        check_resume(cfg.resume_path(), cfg, static_cast<int64_t>(p.corpus->tokens.size()), &note);
     if (!note.empty()) out << "note: " << note << "\n";
   }
   if (!cfg.init_from.empty()) SafetensorsFile check(cfg.init_from);

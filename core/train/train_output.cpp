@@ -36,8 +36,8 @@ void print_run_header(std::ostream& out, const TrainConfig& cfg, const GPTConfig
     out << ", momentum " << o.momentum;
   out << ", weight decay " << o.weight_decay << "\n"
       << "batch " << cfg.batch << " x " << cfg.seq << " = " << cfg.batch * cfg.seq
-      << " tokens/step, " << cfg.steps << " steps, seed " << cfg.engine.seed << ", "
-      << cfg.threads << " BLAS thread" << (cfg.threads == 1 ? "" : "s") << "\n";
+      << " tokens/step, " << cfg.steps << " steps, seed " << cfg.engine.seed << ", " << cfg.threads
+      << " BLAS thread" << (cfg.threads == 1 ? "" : "s") << "\n";
 }
 
 void print_parallel_line(std::ostream& out, const TrainConfig& cfg, int world,
@@ -65,8 +65,7 @@ void print_run_summary(std::ostream& out, const TrainResult& r, const MemoryTrac
     return;
   }
   const size_t tail = std::min<size_t>(10, r.losses.size());
-  out << "final loss " << fmt("%.4f", r.final_loss) << " (mean of the last " << tail
-      << " steps)";
+  out << "final loss " << fmt("%.4f", r.final_loss) << " (mean of the last " << tail << " steps)";
   if (!std::isnan(r.entropy_rate))
     out << "; entropy rate " << fmt("%.4f", r.entropy_rate) << ": "
         << fmt("%.1f", 100.0 * (r.final_loss / r.entropy_rate - 1.0)) << "% above the floor";
@@ -129,7 +128,7 @@ nlohmann::json run_meta(const TrainConfig& cfg, const GPTConfig& m, int world,
   meta["backend"] = backend;
   meta["mesh"] = {{"shard_group", group},
                   {"replicas", e.strategy == Strategy::no_shard ? world : world / group}};
-  meta["model"] = {{"preset", cfg.model},         {"vocab_size", m.vocab_size},
+  meta["model"] = {{"preset", cfg.model},          {"vocab_size", m.vocab_size},
                    {"max_seq_len", m.max_seq_len}, {"n_layer", m.n_layer},
                    {"n_head", m.n_head},           {"n_embd", m.n_embd},
                    {"num_params", m.num_params()}};
@@ -154,8 +153,7 @@ std::string open_run_dir(const TrainConfig& cfg, const GPTConfig& m, RankContext
       if (cfg.run_dir != "auto") o.dir = cfg.run_dir;
       o.overwrite = cfg.overwrite_run_dir;
       const std::string p =
-          RunDir::create(run_meta(cfg, m, ctx.world, ctx.comm->backend(), resumed_from), o)
-              .path();
+          RunDir::create(run_meta(cfg, m, ctx.world, ctx.comm->backend(), resumed_from), o).path();
       SL_CHECK(p.size() < kPathBytes, "run directory path too long: ", p);
       std::copy(p.begin(), p.end(), path.begin());
     } catch (const Error& e) {

@@ -19,8 +19,7 @@ std::string fmt(const char* f, double v);
 
 void print_run_header(std::ostream& out, const TrainConfig& cfg, const GPTConfig& m,
                       const TokenCorpus& corpus);
-void print_parallel_line(std::ostream& out, const TrainConfig& cfg, int world,
-                         const char* backend);
+void print_parallel_line(std::ostream& out, const TrainConfig& cfg, int world, const char* backend);
 // Final loss, tokens/s, peak memory with its breakdown, checkpoints, run directory.
 void print_run_summary(std::ostream& out, const TrainResult& r, const MemoryTracker& tracker);
 

@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
-#include <thread>
-#include <vector>
 #include <ostream>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "core/base/error.hpp"
 #include "core/comm/launcher.hpp"
@@ -38,7 +38,8 @@ std::vector<double> fault_fields(const std::string& s, const char* option, size_
   size_t begin = 0;
   for (;;) {
     const size_t end = s.find(':', begin);
-    const std::string f = s.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    const std::string f =
+        s.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
     char* stop = nullptr;
     const double v = std::strtod(f.c_str(), &stop);
     if (f.empty() || *stop != '\0' || !std::isfinite(v))
@@ -68,8 +69,7 @@ SlowRank parse_slow_rank(const std::string& s) {
 }
 
 HangRank parse_hang_rank(const std::string& s) {
-  const std::vector<double> f =
-      fault_fields(s, "--hang-rank", 3, "RANK:STEP:SECONDS, e.g. 1:3:60");
+  const std::vector<double> f = fault_fields(s, "--hang-rank", 3, "RANK:STEP:SECONDS, e.g. 1:3:60");
   HangRank h{fault_rank(f[0], s, "--hang-rank"), static_cast<int64_t>(f[1]), f[2]};
   if (f[1] < 1 || f[1] > 1e12 || f[1] != std::floor(f[1]))
     SL_THROW(InvalidArgument, "--hang-rank '", s, "': the step must be an integer >= 1");
@@ -161,8 +161,9 @@ void TrainConfig::validate() const {
   if (resume == "latest" && ckpt_dir.empty())
     SL_THROW(InvalidArgument, "--resume latest needs --ckpt-dir (whose newest checkpoint to load)");
   if (!resume.empty() && !init_from.empty())
-    SL_THROW(InvalidArgument, "--resume and --init-from both given: choose one (a checkpoint "
-                              "already holds the parameters)");
+    SL_THROW(InvalidArgument,
+             "--resume and --init-from both given: choose one (a checkpoint "
+             "already holds the parameters)");
   if (accum < 1) SL_THROW(InvalidArgument, "--accum ", accum, ": must be >= 1");
   engine.validate();
   if (mem_limit < 0) SL_THROW(InvalidArgument, "--mem-limit ", mem_limit, ": must be >= 0");
@@ -181,11 +182,11 @@ void TrainConfig::validate() const {
              ": must be a number of seconds in (0, 1e6]");
   if (backend == "local") {
     if (slow_rank.rank >= ranks)
-      SL_THROW(InvalidArgument, "--slow-rank: rank ", slow_rank.rank, " is not one of the ",
-               ranks, " ranks");
+      SL_THROW(InvalidArgument, "--slow-rank: rank ", slow_rank.rank, " is not one of the ", ranks,
+               " ranks");
     if (hang_rank.rank >= ranks)
-      SL_THROW(InvalidArgument, "--hang-rank: rank ", hang_rank.rank, " is not one of the ",
-               ranks, " ranks");
+      SL_THROW(InvalidArgument, "--hang-rank: rank ", hang_rank.rank, " is not one of the ", ranks,
+               " ranks");
   }
   GPTConfig m = model_config();
   if (seq > m.max_seq_len)
@@ -263,13 +264,13 @@ void TrainConfig::check_sizes(const GPTConfig& m) const {
       model_opts += detail::concat(" ", o.option, " ", o.value);
   if (too_big(params * per_param))
     SL_THROW(InvalidArgument, model_opts, ": the model (", m.describe(), ") asks for ",
-             bytes_text(params * per_param), " of parameters, gradients and optimizer state",
-             more, " (lower --n-layer, --n-embd or --vocab-size, or pick a smaller --model)");
+             bytes_text(params * per_param), " of parameters, gradients and optimizer state", more,
+             " (lower --n-layer, --n-embd or --vocab-size, or pick a smaller --model)");
   // The head's probabilities, (B/K, T, V) fp32 over the ranks' micro-batches.
   const long double probs = tokens / accum * m.vocab_size * 4;
   if (too_big(probs))
-    SL_THROW(InvalidArgument, "--batch ", batch, " x --seq ", seq, " x vocab_size ",
-             m.vocab_size, " (over --accum ", accum, ") asks for ", bytes_text(probs),
+    SL_THROW(InvalidArgument, "--batch ", batch, " x --seq ", seq, " x vocab_size ", m.vocab_size,
+             " (over --accum ", accum, ") asks for ", bytes_text(probs),
              " of output probabilities per micro-batch", more);
 }
 

@@ -57,8 +57,8 @@ struct TrainConfig {
   // ---- loop. The defaults take `small` on the synthetic corpus to within 10% of its entropy
   // rate in about 100 s on one core (6% above it after 300 steps; see docs/data.md).
   int64_t steps = 300;
-  int64_t batch = 16;  // B, global, in sequences
-  int64_t seq = 64;    // T
+  int64_t batch = 16;       // B, global, in sequences
+  int64_t seq = 64;         // T
   int64_t print_every = 0;  // 0 = automatic: every step up to 100 steps, then about 50 lines
   int threads = 1;          // BLAS threads
 
@@ -74,11 +74,11 @@ struct TrainConfig {
   float min_lr_ratio = 0.1f;  // cosine decays to lr * min_lr_ratio at the last step
 
   // ---- parallelism: where the ranks run
-  int ranks = 1;                    // local ranks (threads); under mpirun the MPI world decides
-  std::string backend = "local";    // local | mpi | nccl
-  std::string device = "cpu";       // cpu | cuda (one GPU per rank; needs backend nccl)
-  int accum = 1;                    // K micro-batches per step; batch / (ranks K) rows each
-  int64_t mem_limit = 0;            // per-rank tracker capacity in bytes, 0 = unlimited
+  int ranks = 1;                  // local ranks (threads); under mpirun the MPI world decides
+  std::string backend = "local";  // local | mpi | nccl
+  std::string device = "cpu";     // cpu | cuda (one GPU per rank; needs backend nccl)
+  int accum = 1;                  // K micro-batches per step; batch / (ranks K) rows each
+  int64_t mem_limit = 0;          // per-rank tracker capacity in bytes, 0 = unlimited
   // Run directory for the trace (meta.json, rank<R>.jsonl, summary.json, trace.json; the viewer
   // opens it). Empty: none. "auto": runs/<strategy>-n<N>-<time>.
   std::string run_dir;
@@ -126,32 +126,32 @@ std::string hybrid_group_unused_message(int group, Strategy s);
 
 // One printed line of the loop.
 struct StepLine {
-  int64_t step = 0;          // 1-based
-  double loss = 0.0;         // mean over the steps since the previous line
+  int64_t step = 0;   // 1-based
+  double loss = 0.0;  // mean over the steps since the previous line
   float lr = 0.0f;
-  double tokens_per_s = 0.0; // over the steps since the previous line
-  int64_t peak_bytes = 0;    // tracker peak so far
+  double tokens_per_s = 0.0;  // over the steps since the previous line
+  int64_t peak_bytes = 0;     // tracker peak so far
 };
 // The header and the line, fixed width: "  step |     loss |       lr |  tokens/s | peak MiB".
 void print_step_header(std::ostream& out);
 void print_step_line(std::ostream& out, const StepLine& line);
 
 struct TrainResult {
-  std::vector<float> losses;      // every step this run took (after start_step when resumed)
-  int64_t start_step = 0;         // steps done before this run: the resumed checkpoint's step
-  double final_loss = 0.0;        // mean of the last min(10, steps) steps
-  double entropy_rate = 0.0;      // nats/token, NaN when the data has no known floor
-  double seconds = 0.0;           // the loop's wall time
-  double tokens_per_s = 0.0;      // over the whole loop
-  int64_t tokens = 0;             // trained on
-  int64_t peak_bytes = 0;         // tracker peak (rank 0)
+  std::vector<float> losses;  // every step this run took (after start_step when resumed)
+  int64_t start_step = 0;     // steps done before this run: the resumed checkpoint's step
+  double final_loss = 0.0;    // mean of the last min(10, steps) steps
+  double entropy_rate = 0.0;  // nats/token, NaN when the data has no known floor
+  double seconds = 0.0;       // the loop's wall time
+  double tokens_per_s = 0.0;  // over the whole loop
+  int64_t tokens = 0;         // trained on
+  int64_t peak_bytes = 0;     // tracker peak (rank 0)
   int64_t num_params = 0;
-  int world = 1;                  // ranks that trained
-  MemArray peak_by_category{};    // rank 0: each category at the moment of the peak
+  int world = 1;                    // ranks that trained
+  MemArray peak_by_category{};      // rank 0: each category at the moment of the peak
   int64_t comm_bytes_per_step = 0;  // rank 0: bytes sent into collectives in the last step
-  std::string run_dir;            // where the trace went (empty when none)
-  std::string last_checkpoint;    // the newest checkpoint this run saved (empty when none)
-  double checkpoint_seconds = 0;  // time spent saving (not in seconds or tokens_per_s)
+  std::string run_dir;              // where the trace went (empty when none)
+  std::string last_checkpoint;      // the newest checkpoint this run saved (empty when none)
+  double checkpoint_seconds = 0;    // time spent saving (not in seconds or tokens_per_s)
 };
 
 // Trains as cfg says: launches the ranks (backend, device), runs the FSDP engine on each, prints

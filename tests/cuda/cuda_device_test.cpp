@@ -73,7 +73,8 @@ TEST(CudaCheckDeathTest, AbortsWithCallFileLineAndRank) {
         set_thread_rank(3);
         CUDA_CHECK(cudaSetDevice(-1));
       },
-      "rank 3: CUDA error: cudaSetDevice\\(-1\\) failed: .*\\(tests/cuda/cuda_device_test.cpp:[0-9]+\\)");
+      "rank 3: CUDA error: cudaSetDevice\\(-1\\) failed: "
+      ".*\\(tests/cuda/cuda_device_test.cpp:[0-9]+\\)");
   EXPECT_DEATH(
       {
         set_thread_rank(1);
@@ -147,7 +148,10 @@ TEST(CudaDeviceMemory, BlockUsedByCommStreamWaitsForItsEvent) {
   static std::atomic<bool> release;
   release = false;
   CUDA_CHECK(cudaLaunchHostFunc(
-      cuda.comm_stream(), [](void*) { while (!release.load()) std::this_thread::yield(); },
+      cuda.comm_stream(),
+      [](void*) {
+        while (!release.load()) std::this_thread::yield();
+      },
       nullptr));
   cuda.record_stream(static_cast<char*>(pa) + 100, cuda.comm_stream());  // inside the block
   a.reset();  // pending: the comm stream has not passed it
@@ -185,8 +189,10 @@ TEST(CudaGemm, EveryTransposeMatchesCpu) {
   MemoryTracker t_cpu(0), t_gpu(0);
   auto cpu = make_cpu_device(t_cpu);
   auto gpu = make_cuda_device(t_gpu, 0);
-  const GemmCase cases[] = {{false, false, 37, 53, 29}, {true, false, 64, 17, 128},
-                            {false, true, 5, 96, 33},   {true, true, 70, 70, 1},
+  const GemmCase cases[] = {{false, false, 37, 53, 29},
+                            {true, false, 64, 17, 128},
+                            {false, true, 5, 96, 33},
+                            {true, true, 70, 70, 1},
                             {false, false, 256, 384, 768}};
   for (const GemmCase& g : cases) {
     SCOPED_TRACE(std::string(g.ta ? "T" : "N") + (g.tb ? "T" : "N") + " " + std::to_string(g.M) +
@@ -261,8 +267,8 @@ TEST(CudaGemmEx, HalfInputsAccumulateInF32) {
       EXPECT_LT(max_rel_error(got, C), tol) << dtype_name(t) << " -> " << dtype_name(c_type);
     }
   }
-  EXPECT_THROW(cuda.gemm_ex(false, false, 1, 1, 1, 1.0f, nullptr, 1, nullptr, 1, DType::bf16,
-                            0.0f, nullptr, 1, DType::f16),
+  EXPECT_THROW(cuda.gemm_ex(false, false, 1, 1, 1, 1.0f, nullptr, 1, nullptr, 1, DType::bf16, 0.0f,
+                            nullptr, 1, DType::f16),
                InvalidArgument);
 }
 

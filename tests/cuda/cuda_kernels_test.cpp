@@ -134,7 +134,8 @@ TEST_F(CudaKernels, BiasBroadcastAndBackward) {
 TEST_F(CudaKernels, LayerNormForwardAndBackward) {
   SL_REQUIRE_CUDA();
   const int N = 513, C = 96;
-  auto x = random_vector(N * C, 11, -2.0f, 3.0f), w = random_vector(C, 12), b = random_vector(C, 13);
+  auto x = random_vector(N * C, 11, -2.0f, 3.0f), w = random_vector(C, 12),
+       b = random_vector(C, 13);
   auto dout = random_vector(N * C, 14);
   std::vector<float> out(N * C), mean(N), rstd(N);
   auto dx = random_vector(N * C, 15), dw = random_vector(C, 16), db = random_vector(C, 17);
@@ -254,7 +255,8 @@ TEST_F(CudaKernels, AdamWAndSgdSteps) {
   auto v = random_vector(n, 64, 0.0f, 0.01f);
   Buffer dp = up(p), dg = up(g), dm = up(m), dv = up(v);
   for (int t = 1; t <= 3; ++t) {
-    adamw_update(*cpu, p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+    adamw_update(*cpu, p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                 t);
     adamw_update(*gpu, dp.f32(), dg.f32(), dm.f32(), dv.f32(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
                  t);
   }

@@ -13,19 +13,19 @@
 #include "core/device/device.hpp"
 
 // First line of every test that needs a GPU: skips with the reason when there is none.
-#define SL_REQUIRE_CUDA()                                                                  \
-  do {                                                                                     \
-    if (::shardlab::cuda_device_count() == 0)                                              \
-      GTEST_SKIP() << "no CUDA device: " << ::shardlab::cuda_unavailable_reason();         \
+#define SL_REQUIRE_CUDA()                                                          \
+  do {                                                                             \
+    if (::shardlab::cuda_device_count() == 0)                                      \
+      GTEST_SKIP() << "no CUDA device: " << ::shardlab::cuda_unavailable_reason(); \
   } while (0)
 
 // As SL_REQUIRE_CUDA, and skips when fewer than n GPUs are visible.
-#define SL_REQUIRE_GPUS(n)                                                                 \
-  do {                                                                                     \
-    SL_REQUIRE_CUDA();                                                                     \
-    if (::shardlab::cuda_device_count() < (n))                                             \
-      GTEST_SKIP() << "needs " << (n) << " GPUs, " << ::shardlab::cuda_device_count()      \
-                   << " visible";                                                          \
+#define SL_REQUIRE_GPUS(n)                                                            \
+  do {                                                                                \
+    SL_REQUIRE_CUDA();                                                                \
+    if (::shardlab::cuda_device_count() < (n))                                        \
+      GTEST_SKIP() << "needs " << (n) << " GPUs, " << ::shardlab::cuda_device_count() \
+                   << " visible";                                                     \
   } while (0)
 
 namespace shardlab::testing {

@@ -28,7 +28,8 @@ TEST(CudaTrain, GptStepsMatchTheCpu) {
   std::mt19937 gen(7);
   std::vector<int> tokens(B * T + 1);
   for (int& t : tokens) t = static_cast<int>(gen() % static_cast<uint32_t>(cfg.vocab_size));
-  std::vector<int> inputs(tokens.begin(), tokens.end() - 1), targets(tokens.begin() + 1, tokens.end());
+  std::vector<int> inputs(tokens.begin(), tokens.end() - 1),
+      targets(tokens.begin() + 1, tokens.end());
 
   MemoryTracker t_cpu(0), t_gpu(0);
   auto cpu = make_cpu_device(t_cpu);

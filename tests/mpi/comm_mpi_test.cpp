@@ -72,8 +72,8 @@ TEST(CommMpi, AsyncCollectivesOverlapComputeAndKeepIssueOrder) {
     Work w1 = ctx.comm->all_reduce(a.data(), a.data(), count, DType::f32, ReduceOp::sum, true);
     std::vector<float> A(64 * 64, 1.0f), B(64 * 64, 3.0f), C(64 * 64);
     for (int rep = 0; rep < 10; ++rep)
-      ctx.device->gemm(false, false, 64, 64, 64, 1.0f, A.data(), 64, B.data(), 64, 0.0f,
-                       C.data(), 64);
+      ctx.device->gemm(false, false, 64, 64, 64, 1.0f, A.data(), 64, B.data(), 64, 0.0f, C.data(),
+                       64);
     w1.wait();
     Work w2 = ctx.comm->all_gather(a.data(), g.data(), count, DType::f32, true);
     w2.wait();

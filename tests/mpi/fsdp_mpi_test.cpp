@@ -29,8 +29,8 @@ MpiRun run_mpi(const EngineConfig& ec, int steps) {
     out.persistent = eng.persistent_bytes();
     for (int s = 0; s < steps; ++s) {
       GlobalBatch gb = make_batch(model, ctx.world * 2, 16, s);
-      out.last = eng.step({gb.tokens.data() + ctx.rank * 32}, {gb.targets.data() + ctx.rank * 32},
-                          2, 16);
+      out.last =
+          eng.step({gb.tokens.data() + ctx.rank * 32}, {gb.targets.data() + ctx.rank * 32}, 2, 16);
       const float mean = eng.world_mean(out.last.loss);
       if (s == 0) out.first_loss = mean;
       out.last_loss = mean;

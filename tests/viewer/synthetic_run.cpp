@@ -62,7 +62,8 @@ RunData make_synthetic_run(const SyntheticOptions& opt, const std::string& dir) 
   auto comm_ns = [&](int64_t bytes) { return static_cast<int64_t>(bytes / opt.comm_gbps); };
   // A collective issued on every rank at issue[r]: starts when every rank's comm stream is free
   // and it has been issued everywhere; the same interval on every rank.
-  auto collective = [&](const char* op, int unit, int64_t bytes, const std::vector<int64_t>& issue) {
+  auto collective = [&](const char* op, int unit, int64_t bytes,
+                        const std::vector<int64_t>& issue) {
     int64_t start = 0;
     for (int r = 0; r < N; ++r) start = std::max({start, issue[r], sim[r].t_comm});
     int64_t end = start + comm_ns(bytes);
@@ -153,8 +154,7 @@ RunData make_synthetic_run(const SyntheticOptions& opt, const std::string& dir) 
         int64_t t0 = compute(r, "backward", u, opt.bwd_ms, ready);
         sim[r].alloc(t0, MemCategory::grads_unsharded, P);
         sim[r].alloc(sim[r].t_c, MemCategory::activations, -A);
-        if (step == 0 && u == U - 1)
-          sim[r].alloc(t0, MemCategory::grads, fsdp ? shard * U : P * U);
+        if (step == 0 && u == U - 1) sim[r].alloc(t0, MemCategory::grads, fsdp ? shard * U : P * U);
         issue[r] = sim[r].t_c;
       }
       int64_t end = collective(fsdp ? "reduce_scatter" : "all_reduce", u, P, issue);
@@ -207,36 +207,55 @@ std::vector<std::pair<int64_t, std::string>> rank_lines(const RunData& run, int 
   const RankTrace& tr = run.ranks[rank];
   std::vector<std::pair<int64_t, std::string>> out;
   for (const MemEvent& e : tr.mem)
-    out.emplace_back(e.t, nlohmann::json{{"t", e.t}, {"rank", rank}, {"kind", "mem"},
+    out.emplace_back(e.t, nlohmann::json{{"t", e.t},
+                                         {"rank", rank},
+                                         {"kind", "mem"},
                                          {"category", mem_category_name(e.category)},
-                                         {"bytes", e.bytes}, {"cat_total", e.cat_total},
-                                         {"total", e.total}}.dump());
+                                         {"bytes", e.bytes},
+                                         {"cat_total", e.cat_total},
+                                         {"total", e.total}}
+                              .dump());
   for (const SpanEvent& e : tr.spans)
-    out.emplace_back(e.t_end,
-                     nlohmann::json{{"t", e.t_end}, {"rank", rank}, {"kind", "span"},
-                                    {"lane", lane_name(e.lane)}, {"op", e.op}, {"unit", e.unit},
-                                    {"bytes", e.bytes}, {"dtype", dtype_name(e.dtype)},
-                                    {"t_issue", e.t_issue}, {"t_start", e.t_start},
-                                    {"t_end", e.t_end}, {"t_wait", e.t_wait}}.dump());
+    out.emplace_back(e.t_end, nlohmann::json{{"t", e.t_end},
+                                             {"rank", rank},
+                                             {"kind", "span"},
+                                             {"lane", lane_name(e.lane)},
+                                             {"op", e.op},
+                                             {"unit", e.unit},
+                                             {"bytes", e.bytes},
+                                             {"dtype", dtype_name(e.dtype)},
+                                             {"t_issue", e.t_issue},
+                                             {"t_start", e.t_start},
+                                             {"t_end", e.t_end},
+                                             {"t_wait", e.t_wait}}
+                                  .dump());
   for (const UnitEvent& e : tr.units)
-    out.emplace_back(e.t, nlohmann::json{{"t", e.t}, {"rank", rank}, {"kind", "unit"},
+    out.emplace_back(e.t, nlohmann::json{{"t", e.t},
+                                         {"rank", rank},
+                                         {"kind", "unit"},
                                          {"unit", e.unit},
-                                         {"state", unit_state_name(e.state)}}.dump());
+                                         {"state", unit_state_name(e.state)}}
+                              .dump());
   for (const StepEvent& e : tr.steps)
-    out.emplace_back(e.t, nlohmann::json{{"t", e.t}, {"rank", rank}, {"kind", "step"},
-                                         {"step", e.step}, {"loss", e.loss},
+    out.emplace_back(e.t, nlohmann::json{{"t", e.t},
+                                         {"rank", rank},
+                                         {"kind", "step"},
+                                         {"step", e.step},
+                                         {"loss", e.loss},
                                          {"tokens", e.tokens},
-                                         {"step_time", e.step_time}}.dump());
+                                         {"step_time", e.step_time}}
+                              .dump());
   for (const MarkEvent& e : tr.marks)
-    out.emplace_back(e.t, nlohmann::json{{"t", e.t}, {"rank", rank}, {"kind", "mark"},
-                                         {"text", e.text}}.dump());
+    out.emplace_back(
+        e.t, nlohmann::json{{"t", e.t}, {"rank", rank}, {"kind", "mark"}, {"text", e.text}}.dump());
   std::stable_sort(out.begin(), out.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   return out;
 }
 
 RunDirWriter::RunDirWriter(const RunData& run, std::string dir) : run_(run), dir_(std::move(dir)) {
-  for (size_t r = 0; r < run.ranks.size(); ++r) lines_.push_back(rank_lines(run, static_cast<int>(r)));
+  for (size_t r = 0; r < run.ranks.size(); ++r)
+    lines_.push_back(rank_lines(run, static_cast<int>(r)));
   next_.assign(lines_.size(), 0);
   partial_.assign(lines_.size(), 0);
 }

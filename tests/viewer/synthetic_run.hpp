@@ -26,7 +26,7 @@ struct SyntheticOptions {
   double comm_gbps = 10.0;  // bytes per ns: time of a collective = bytes / (comm_gbps * 1e9) s
   double jitter = 0.05;     // compute times vary by up to this fraction per rank and step
   int64_t tokens_per_rank = 4096;
-  int64_t mem_limit = 0;    // written to meta.json when > 0
+  int64_t mem_limit = 0;  // written to meta.json when > 0
   uint32_t seed = 1;
 };
 

@@ -27,10 +27,9 @@ TEST(ViewerGantt, BarsGoToTheirLanesSortedByStart) {
 
 TEST(ViewerGantt, HitTestFindsTheBarUnderThePixel) {
   // 1 us per pixel from t=0 at x=100: forward [10us,20us) is x in [110,120).
-  RankBars rb = build_rank_bars({span(Lane::compute, "forward", 10000, 20000),
-                                 span(Lane::compute, "backward", 40000, 40100),
-                                 span(Lane::compute, "optimizer", 60000, 90000),
-                                 span(Lane::compute, "other", 70000, 71000)});
+  RankBars rb = build_rank_bars(
+      {span(Lane::compute, "forward", 10000, 20000), span(Lane::compute, "backward", 40000, 40100),
+       span(Lane::compute, "optimizer", 60000, 90000), span(Lane::compute, "other", 70000, 71000)});
   const LaneBars& lane = rb.lane(Lane::compute);
   TimeAxis axis(100, 1000, 0, 1000);
   auto op_at = [&](double x) {
@@ -39,7 +38,7 @@ TEST(ViewerGantt, HitTestFindsTheBarUnderThePixel) {
   };
   EXPECT_EQ(op_at(115), "forward");
   EXPECT_EQ(op_at(110.0), "forward");
-  EXPECT_EQ(op_at(125), "none");   // 5 px from the bar, outside the 2 px tolerance
+  EXPECT_EQ(op_at(125), "none");     // 5 px from the bar, outside the 2 px tolerance
   EXPECT_EQ(op_at(121), "forward");  // within tolerance of its end
   // A 0.1 px bar is still hittable within the tolerance.
   EXPECT_EQ(op_at(140.05), "backward");

@@ -49,12 +49,14 @@ TEST(ViewerExposedComm, HandMadeSpans) {
 
   // Fully hidden, fully exposed, and no comm at all.
   EXPECT_EQ(exposed_comm({span(Lane::compute, "backward", 0, 100),
-                          span(Lane::comm, "reduce_scatter", 10, 90)}).exposed_ns, 0);
+                          span(Lane::comm, "reduce_scatter", 10, 90)})
+                .exposed_ns,
+            0);
   EXPECT_EQ(exposed_comm({span(Lane::comm, "all_reduce", 10, 90)}).exposed_ns, 80);
   EXPECT_DOUBLE_EQ(exposed_comm({span(Lane::compute, "forward", 0, 5)}).overlap(), 1.0);
   // Two overlapping collectives count their union once.
-  ExposedComm two = exposed_comm({span(Lane::comm, "all_gather", 0, 10),
-                                  span(Lane::comm, "all_gather", 5, 15)});
+  ExposedComm two =
+      exposed_comm({span(Lane::comm, "all_gather", 0, 10), span(Lane::comm, "all_gather", 5, 15)});
   EXPECT_EQ(two.comm_ns, 15);
   EXPECT_EQ(two.exposed_ns, 15);
 }

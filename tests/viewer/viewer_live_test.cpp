@@ -130,7 +130,8 @@ TEST(ViewerLive, ConcurrentWriterIsFollowedStepByStep) {
       w.append_until(step_end(run, s));
       int64_t after = polls.load() + 1;  // the next poll may have started before the write
       auto t0 = std::chrono::steady_clock::now();
-      while (polls.load() <= after && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2))
+      while (polls.load() <= after &&
+             std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2))
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     w.append_until(INT64_MAX);

@@ -126,8 +126,8 @@ TEST(ViewerMemory, BandsCoverTheSameAreaAsColumnsWithFewerRectangles) {
   for (const MemColumn& c : cols) {
     Stack st = stack_categories(c.cat);
     for (int k = 0; k < kNumMemCategories; ++k) {
-      double h = std::round(va.to_y(double(st.bottom[k]))) -
-                 std::round(va.to_y(double(st.top(k, c.cat))));
+      double h =
+          std::round(va.to_y(double(st.bottom[k]))) - std::round(va.to_y(double(st.top(k, c.cat))));
       if (c.cat[k] > 0 && h >= 1) {
         ref_area += (c.x1 - c.x0) * h;
         ++ref_rects;

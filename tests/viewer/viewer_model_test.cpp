@@ -33,7 +33,7 @@ TEST(ViewerSteps, BoundariesFromStepEvents) {
 }
 
 TEST(ViewerUnits, StripsHoldEachStateUntilTheNextEvent) {
-  std::vector<UnitEvent> ev = {{0, 0, UnitState::sharded},  {5, 1, UnitState::sharded},
+  std::vector<UnitEvent> ev = {{0, 0, UnitState::sharded},    {5, 1, UnitState::sharded},
                                {10, 0, UnitState::gathering}, {20, 0, UnitState::unsharded},
                                {30, 0, UnitState::resharded}, {-1, -1, UnitState::unsharded}};
   UnitStrips u = build_unit_strips(ev, 50);

@@ -13,8 +13,8 @@
 #include <map>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
 #include <stb_image.h>
+#include <nlohmann/json.hpp>
 
 namespace shardlab::viewer {
 
@@ -120,8 +120,8 @@ TEST(ViewerScreenshot, PanelsShowTheirColoursWhereTheAppSaysTheyAre) {
 
   // Memory plot: the FSDP categories are there; no op colour is (except "other"'s plain grey,
   // which blended lines can produce).
-  for (const char* c : {"params", "params_unsharded", "grads", "grads_unsharded",
-                        "optimizer_state", "activations"})
+  for (const char* c :
+       {"params", "params_unsharded", "grads", "grads_unsharded", "optimizer_state", "activations"})
     EXPECT_GT(im.count(r0["memory_plot"], colors["categories"][c]), 20) << c;
   for (auto& [op, c] : colors["ops"].items()) {
     if (op == "other") continue;
@@ -192,8 +192,8 @@ TEST(ViewerScreenshot, WaitsForARunThatHasNotStartedAndFollowsItLive) {
   std::string cmd = "(sleep 1; " + std::string(SHARDLAB_MAKE_RUN_EXE) + " " + run_dir +
                     " --ranks 2 --steps 20 --units 3 --step-ms 100 --partial >/dev/null) & " +
                     "xvfb-run -a -s '-screen 0 1920x1080x24' " + SHARDLAB_VIEWER_EXE + " " +
-                    run_dir + " --screenshot " + png +
-                    " --until-steps 4 --timeout 60 >" + png + ".log 2>&1; rc=$?; wait; exit $rc";
+                    run_dir + " --screenshot " + png + " --until-steps 4 --timeout 60 >" + png +
+                    ".log 2>&1; rc=$?; wait; exit $rc";
   int rc = run(cmd);  // std::system's shell runs both and waits for the writer
   ASSERT_EQ(rc, 0) << read_text(png + ".log");
   nlohmann::json rep = nlohmann::json::parse(read_text(dir + "/live.json"));
@@ -208,8 +208,9 @@ TEST(ViewerCommandLine, NoDisplayIsAClearErrorNotACrash) {
   int rc = run("env -u DISPLAY -u WAYLAND_DISPLAY " + std::string(SHARDLAB_VIEWER_EXE) + " " + dir +
                " 2>" + err + " >/dev/null");
   EXPECT_NE(rc, 0);
-  EXPECT_NE(read_text(err).find("no display (GLFW error 65544): run under xvfb-run or with DISPLAY set"),
-            std::string::npos)
+  EXPECT_NE(
+      read_text(err).find("no display (GLFW error 65544): run under xvfb-run or with DISPLAY set"),
+      std::string::npos)
       << read_text(err);
 }
 

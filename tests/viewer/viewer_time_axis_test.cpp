@@ -14,8 +14,10 @@ TEST(ViewerTimeAxis, RoundTripsUnderZoomAndPan) {
   std::uniform_real_distribution<double> px(0, 1200), zoom(0.5, 2.0), pan(-300, 300);
   TimeAxis a(100, 1200, 5e6, 2e4);
   for (int i = 0; i < 200; ++i) {
-    if (i % 2) a.zoom_at(px(rng), zoom(rng));
-    else a.pan_px(pan(rng));
+    if (i % 2)
+      a.zoom_at(px(rng), zoom(rng));
+    else
+      a.pan_px(pan(rng));
     for (int j = 0; j < 5; ++j) {
       double x = px(rng);
       EXPECT_NEAR(a.to_x(a.to_t(x)), x, 1e-6);

@@ -33,8 +33,8 @@ void BatchMode::wait_for_steps(const ViewerState& s) {
 
 void BatchMode::place_mouse(ImGuiIO& io) const {
   if (!active()) return;
-  io.MousePos = opt_.mouse.size() == 2 ? ImVec2(opt_.mouse[0], opt_.mouse[1])
-                                       : ImVec2(-FLT_MAX, -FLT_MAX);
+  io.MousePos =
+      opt_.mouse.size() == 2 ? ImVec2(opt_.mouse[0], opt_.mouse[1]) : ImVec2(-FLT_MAX, -FLT_MAX);
 }
 
 void BatchMode::frame_started() { t0_ = Clock::now(); }
@@ -62,18 +62,18 @@ bool BatchMode::frame_rendered(const ViewerState& s, GLFWwindow* window) {
   stats.vertices = ImGui::GetDrawData()->TotalVtxCount;
   double rebuild = 0;
   for (const RunView& r : s.runs) rebuild = std::max(rebuild, r.run->last_rebuild_ms());
-  std::printf("shardlab-viewer: %d frames at %dx%d: ui %.2f ms, render %.2f ms per frame "
-              "(mean of the last %d), %lld vertices; model rebuild %.1f ms\n",
-              stats.frames, fb_w, fb_h, stats.ui_ms, stats.gl_ms, frames_timed_,
-              static_cast<long long>(stats.vertices), rebuild);
+  std::printf(
+      "shardlab-viewer: %d frames at %dx%d: ui %.2f ms, render %.2f ms per frame "
+      "(mean of the last %d), %lld vertices; model rebuild %.1f ms\n",
+      stats.frames, fb_w, fb_h, stats.ui_ms, stats.gl_ms, frames_timed_,
+      static_cast<long long>(stats.vertices), rebuild);
   // A script sees what the toolbar shows: a run's problem (a skipped rank file, a bad
   // world_size) goes to stderr too.
   for (const RunView& r : s.runs)
     if (!r.run->status().empty())
       std::fprintf(stderr, "shardlab-viewer: %s: %s\n", r.run->dir().c_str(),
                    r.run->status().c_str());
-  if (!opt_.screenshot.empty() &&
-      !save_screenshot(window, s, opt_.screenshot, opt_.report, stats))
+  if (!opt_.screenshot.empty() && !save_screenshot(window, s, opt_.screenshot, opt_.report, stats))
     exit_code_ = 5;
   return true;
 }

@@ -19,7 +19,9 @@ inline constexpr Rgba kDim{150, 150, 150, 255};
 inline constexpr Rgba kWarn{255, 200, 60, 255};
 
 inline ImU32 col(Rgba c) { return c.packed(); }
-inline ImVec2 v2(double x, double y) { return ImVec2(static_cast<float>(x), static_cast<float>(y)); }
+inline ImVec2 v2(double x, double y) {
+  return ImVec2(static_cast<float>(x), static_cast<float>(y));
+}
 
 // A panel's window, fixed at the rectangle the layout computed (no move, resize, scroll, saved
 // settings). Pair with ImGui::End() whatever it returns.

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <GLFW/glfw3.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
+#include <CLI/CLI.hpp>
 
 #include "viewer/app/batch.hpp"
 #include "viewer/app/panels/panels.hpp"
@@ -49,8 +49,8 @@ int run_viewer(const Options& opt) {
                    "DISPLAY set\n  (%s)\n",
                    g_glfw_error, g_glfw_error_text.c_str());
     else
-      std::fprintf(stderr, "shardlab-viewer: cannot start GLFW (GLFW error %d: %s)\n",
-                   g_glfw_error, g_glfw_error_text.c_str());
+      std::fprintf(stderr, "shardlab-viewer: cannot start GLFW (GLFW error %d: %s)\n", g_glfw_error,
+                   g_glfw_error_text.c_str());
     return 2;
   }
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
@@ -61,8 +61,10 @@ int run_viewer(const Options& opt) {
   for (size_t i = 0; i < opt.runs.size(); ++i) title += (i ? " vs " : "") + opt.runs[i];
   GLFWwindow* window = glfwCreateWindow(opt.width, opt.height, title.c_str(), nullptr, nullptr);
   if (!window) {
-    std::fprintf(stderr, "shardlab-viewer: cannot open a window with an OpenGL 3.3 core context "
-                         "(GLFW error %d: %s)\n", g_glfw_error, g_glfw_error_text.c_str());
+    std::fprintf(stderr,
+                 "shardlab-viewer: cannot open a window with an OpenGL 3.3 core context "
+                 "(GLFW error %d: %s)\n",
+                 g_glfw_error, g_glfw_error_text.c_str());
     glfwTerminate();
     return 3;
   }

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include <GLFW/glfw3.h>
-#include <nlohmann/json.hpp>
 #include <stb_image_write.h>
+#include <nlohmann/json.hpp>
 
 #include "viewer/model/colors.hpp"
 
@@ -80,9 +80,10 @@ void write_report(const std::string& path, const ViewerState& s, int win_w, int 
     j["colors"]["categories"][mem_category_name(static_cast<MemCategory>(k))] =
         rgb(category_color(static_cast<MemCategory>(k)));
   for (int k = 0; k < kNumOpKinds; ++k)
-    j["colors"]["ops"][op_kind_name(static_cast<OpKind>(k))] = rgb(op_color(static_cast<OpKind>(k)));
-  for (UnitState st : {UnitState::sharded, UnitState::gathering, UnitState::unsharded,
-                       UnitState::resharded})
+    j["colors"]["ops"][op_kind_name(static_cast<OpKind>(k))] =
+        rgb(op_color(static_cast<OpKind>(k)));
+  for (UnitState st :
+       {UnitState::sharded, UnitState::gathering, UnitState::unsharded, UnitState::resharded})
     j["colors"]["unit_states"][unit_state_name(st)] = rgb(unit_state_color(st));
   j["colors"]["exposed"] = rgb(kExposedColor);
   std::ofstream(path) << j.dump(2) << "\n";
@@ -90,7 +91,8 @@ void write_report(const std::string& path, const ViewerState& s, int win_w, int 
 
 std::string default_report_path(const std::string& png) {
   std::string base = png;
-  if (base.size() > 4 && base.compare(base.size() - 4, 4, ".png") == 0) base.resize(base.size() - 4);
+  if (base.size() > 4 && base.compare(base.size() - 4, 4, ".png") == 0)
+    base.resize(base.size() - 4);
   return base + ".json";
 }
 

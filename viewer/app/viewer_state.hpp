@@ -20,7 +20,7 @@ inline constexpr double kPad = 8;
 
 struct RunView {
   std::unique_ptr<LiveRun> run;
-  int units_rank = 0;  // whose unit strips the units panel shows
+  int units_rank = 0;                           // whose unit strips the units panel shows
   Rect memory_plot, timeline_plot, units_plot;  // canvases drawn this frame
 };
 
@@ -28,15 +28,15 @@ struct ViewerState {
   std::vector<RunView> runs;
   TimeView time;
   PanelLayout layout;
-  double now = 0;            // glfwGetTime()
-  bool follow = true;        // keep the newest steps in view while the run grows
+  double now = 0;      // glfwGetTime()
+  bool follow = true;  // keep the newest steps in view while the run grows
   bool overlay_ranks = false;
   bool fitted = false;       // a first view was chosen once data arrived
   int selected_step = -1;    // step number, -1: none
   int requested_step = -1;   // --at-step, applied once that step exists
   double hover_rel_x = NAN;  // cursor position relative to the time axes, NaN when elsewhere
   Rect summary_plot;
-  std::string message;       // one-line status shown in the toolbar (startup problems)
+  std::string message;  // one-line status shown in the toolbar (startup problems)
 };
 
 }  // namespace shardlab::viewer

@@ -1,6 +1,6 @@
-// The colour table (see colors.hpp). Categories use the Tableau 10 palette with light/dark pairs for
-// a kind and its transient "unsharded" twin; ops use a second, disjoint palette so a memory colour
-// never appears in the timeline.
+// The colour table (see colors.hpp). Categories use the Tableau 10 palette with light/dark pairs
+// for a kind and its transient "unsharded" twin; ops use a second, disjoint palette so a memory
+// colour never appears in the timeline.
 #include "viewer/model/colors.hpp"
 
 namespace shardlab::viewer {

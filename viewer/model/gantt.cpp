@@ -8,10 +8,12 @@ namespace shardlab::viewer {
 
 std::pair<size_t, size_t> LaneBars::visible(double t_lo, double t_hi) const {
   double from = t_lo - static_cast<double>(max_duration);
-  auto first = std::lower_bound(bars.begin(), bars.end(), from,
-                                [](const Bar& b, double t) { return static_cast<double>(b.t0) < t; });
-  auto last = std::lower_bound(first, bars.end(), t_hi,
-                               [](const Bar& b, double t) { return static_cast<double>(b.t0) < t; });
+  auto first = std::lower_bound(bars.begin(), bars.end(), from, [](const Bar& b, double t) {
+    return static_cast<double>(b.t0) < t;
+  });
+  auto last = std::lower_bound(first, bars.end(), t_hi, [](const Bar& b, double t) {
+    return static_cast<double>(b.t0) < t;
+  });
   return {static_cast<size_t>(first - bars.begin()), static_cast<size_t>(last - bars.begin())};
 }
 
@@ -122,8 +124,7 @@ bool GanttRows::row_at(double y, int* rank, Lane* lane) const {
   return true;
 }
 
-GanttRows fit_rows(double y_top, double height, int n_ranks, double min_lane_h,
-                   double max_lane_h) {
+GanttRows fit_rows(double y_top, double height, int n_ranks, double min_lane_h, double max_lane_h) {
   GanttRows g;
   g.y_top = y_top;
   g.n_ranks = n_ranks;

@@ -49,8 +49,7 @@ Stack stack_categories(const MemArray& cat) {
   return st;
 }
 
-std::vector<MemColumn> memory_columns(const MemorySeries& s, const TimeAxis& axis,
-                                      int64_t t_last) {
+std::vector<MemColumn> memory_columns(const MemorySeries& s, const TimeAxis& axis, int64_t t_last) {
   std::vector<MemColumn> cols;
   if (s.samples.empty()) return cols;
   double t_first = static_cast<double>(s.samples.front().t);
@@ -62,8 +61,9 @@ std::vector<MemColumn> memory_columns(const MemorySeries& s, const TimeAxis& axi
   if (!(px_end > px_begin)) return cols;
 
   auto first_after = [&](double t) {
-    return std::upper_bound(s.samples.begin(), s.samples.end(), t,
-                            [](double v, const MemSample& m) { return v < static_cast<double>(m.t); });
+    return std::upper_bound(
+        s.samples.begin(), s.samples.end(), t,
+        [](double v, const MemSample& m) { return v < static_cast<double>(m.t); });
   };
   for (double px = px_begin; px < px_end; px += 1) {
     double ta = axis.to_t(axis.x0() + px), tb = axis.to_t(axis.x0() + px + 1);

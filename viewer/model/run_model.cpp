@@ -118,8 +118,7 @@ RunModel build_run_model(const RunData& run) {
       o.ns = saturating_add(o.ns, rm.ops[k].ns);
     }
     m.summary.comm_ns = saturating_add(m.summary.comm_ns, rm.exposed.comm_ns);
-    m.summary.exposed_ns =
-        saturating_add(m.summary.exposed_ns, rm.exposed.exposed_ns);
+    m.summary.exposed_ns = saturating_add(m.summary.exposed_ns, rm.exposed.exposed_ns);
     m.summary.max_peak = std::max(m.summary.max_peak, rm.mem.peak_total);
   }
   finish_bandwidth(m.summary.ops, m.info.world);

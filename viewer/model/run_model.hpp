@@ -23,19 +23,19 @@ namespace shardlab::viewer {
 
 struct RunInfo {
   std::string dir;
-  std::string name;      // meta "name", else the directory's last component
-  std::string strategy;  // meta "strategy", may be empty
-  std::string backend;   // meta "backend", may be empty
-  int world = 0;         // meta "world_size" (or "world"), else the number of rank files
-  int64_t mem_limit = 0; // meta "mem_limit" in bytes (number or "512MiB"); 0 = no capacity line
+  std::string name;       // meta "name", else the directory's last component
+  std::string strategy;   // meta "strategy", may be empty
+  std::string backend;    // meta "backend", may be empty
+  int world = 0;          // meta "world_size" (or "world"), else the number of rank files
+  int64_t mem_limit = 0;  // meta "mem_limit" in bytes (number or "512MiB"); 0 = no capacity line
 };
 RunInfo read_run_info(const RunData& run);
 
 struct OpStats {
   int64_t count = 0;
-  int64_t bytes = 0;     // summed over spans
-  int64_t ns = 0;        // summed span durations
-  Bandwidth bandwidth;   // of the totals: bytes / ns, times the bus factor
+  int64_t bytes = 0;    // summed over spans
+  int64_t ns = 0;       // summed span durations
+  Bandwidth bandwidth;  // of the totals: bytes / ns, times the bus factor
 };
 
 struct RankModel {
@@ -48,17 +48,17 @@ struct RankModel {
 };
 
 struct RunSummary {
-  int n_steps = 0;              // steps every rank reported
-  bool warmup_excluded = false; // the first of them left out of the two figures below (> 2 steps)
-  double tokens_per_s = 0;      // all ranks' tokens / sum of step times, as `shardlab summary`
-  double mean_step_s = 0;       // a step's time is its slowest rank's step_time
+  int n_steps = 0;               // steps every rank reported
+  bool warmup_excluded = false;  // the first of them left out of the two figures below (> 2 steps)
+  double tokens_per_s = 0;       // all ranks' tokens / sum of step times, as `shardlab summary`
+  double mean_step_s = 0;        // a step's time is its slowest rank's step_time
   double last_loss = 0;
   std::array<OpStats, kNumOpKinds> ops{};  // summed over ranks
   int64_t comm_ns = 0, exposed_ns = 0;     // summed over ranks
   double overlap() const {
     return comm_ns > 0 ? 1.0 - static_cast<double>(exposed_ns) / comm_ns : 1.0;
   }
-  int64_t max_peak = 0;  // highest per-rank peak total
+  int64_t max_peak = 0;        // highest per-rank peak total
   StragglerReport stragglers;  // per-rank wait for the last rank, slowest rank per step
 };
 

@@ -12,9 +12,9 @@ namespace shardlab::viewer {
 struct StepInfo {
   int step = 0;
   int64_t t_begin = 0, t_end = 0;
-  double loss = 0;      // mean over the ranks that reported it
-  int64_t tokens = 0;   // sum over ranks
-  double step_time = 0; // slowest rank, seconds
+  double loss = 0;       // mean over the ranks that reported it
+  int64_t tokens = 0;    // sum over ranks
+  double step_time = 0;  // slowest rank, seconds
   int ranks_seen = 0;
 };
 

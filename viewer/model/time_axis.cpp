@@ -8,7 +8,9 @@
 namespace shardlab::viewer {
 
 TimeAxis::TimeAxis(double x0, double width, double t_begin_ns, double ns_per_px)
-    : x0_(x0), width_(std::max(1.0, width)), t_begin_(t_begin_ns),
+    : x0_(x0),
+      width_(std::max(1.0, width)),
+      t_begin_(t_begin_ns),
       ns_per_px_(std::clamp(ns_per_px, kMinNsPerPx, kMaxNsPerPx)) {}
 
 void TimeAxis::set_pixels(double x0, double width) {

@@ -127,8 +127,8 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
-  Work reduce_scatter(const void* send, void* recv, int64_t count, DType t, ReduceOp op,
-                      bool async, CallInfo info) override {
+  Work reduce_scatter(const void* send, void* recv, int64_t count, DType t, ReduceOp op, bool async,
+                      CallInfo info) override {
     return issue(CommOp::reduce_scatter, send, recv, count, t, 0, async, info, [&] {
       NCCL_CHECK(ncclReduceScatter(send, recv, static_cast<size_t>(count), nccl_type(t),
                                    nccl_op(op), comm_, dev_.comm_stream()));
@@ -143,8 +143,7 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
-  Work broadcast(void* buf, int64_t count, DType t, int root, bool async,
-                 CallInfo info) override {
+  Work broadcast(void* buf, int64_t count, DType t, int root, bool async, CallInfo info) override {
     return issue(CommOp::broadcast, buf, buf, count, t, root, async, info, [&] {
       NCCL_CHECK(ncclBroadcast(buf, buf, static_cast<size_t>(count), nccl_type(t), root, comm_,
                                dev_.comm_stream()));
@@ -190,7 +189,8 @@ class NcclCommunicator final : public Communicator {
                cudaGetErrorString(e), ")");
     }
     if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
-      SL_THROW(InvalidArgument, "nccl ", name, ": ", what, " is host memory; the nccl backend "
+      SL_THROW(InvalidArgument, "nccl ", name, ": ", what,
+               " is host memory; the nccl backend "
                "needs device buffers (allocate them with the rank's CUDA device)");
     if (attr.device != dev_.ordinal())
       SL_THROW(InvalidArgument, "nccl ", name, ": ", what, " lives on GPU ", attr.device,
@@ -222,8 +222,8 @@ class NcclCommunicator final : public Communicator {
     op->bytes = collective_bytes(kind, count, t, size_);
     op->dtype = t;
     op->t_issue = traced ? trace_now_ns() : 0;
-    CUDA_CHECK(cudaEventCreateWithFlags(&op->end, traced ? cudaEventDefault
-                                                          : cudaEventDisableTiming));
+    CUDA_CHECK(
+        cudaEventCreateWithFlags(&op->end, traced ? cudaEventDefault : cudaEventDisableTiming));
     if (traced) {
       CUDA_CHECK(cudaEventCreateWithFlags(&op->start, cudaEventDefault));
       anchor_clock();

@@ -19,8 +19,9 @@ namespace shardlab {
 namespace {
 
 [[noreturn]] void fail_rank(int rank, const char* what) {
-  std::fprintf(stderr, "shardlab: rank %d failed: %s\nshardlab: ending the run (NCCL cannot "
-                       "release ranks blocked in a collective)\n",
+  std::fprintf(stderr,
+               "shardlab: rank %d failed: %s\nshardlab: ending the run (NCCL cannot "
+               "release ranks blocked in a collective)\n",
                rank, strip_rank_prefix(what, rank).c_str());
   std::fflush(stderr);
   std::_Exit(1);
@@ -63,8 +64,8 @@ void launch_nccl(const LaunchOptions& base, const std::function<void(RankContext
     int rank = 0, world = 1;
     mpi_world(&rank, &world);
     const int gpu = mpi_local_gpu_ordinal();
-    run_rank(opts, rank, world, gpu, [](Device& dev) { return make_nccl_communicator_mpi(dev); },
-             fn);
+    run_rank(
+        opts, rank, world, gpu, [](Device& dev) { return make_nccl_communicator_mpi(dev); }, fn);
     return;
   }
 
@@ -77,8 +78,9 @@ void launch_nccl(const LaunchOptions& base, const std::function<void(RankContext
   threads.reserve(world);
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
-      run_rank(opts, r, world, r,
-               [&](Device& dev) { return make_nccl_communicator(dev, id, r, world); }, fn);
+      run_rank(
+          opts, r, world, r, [&](Device& dev) { return make_nccl_communicator(dev, id, r, world); },
+          fn);
     });
   for (std::thread& t : threads) t.join();
 }

@@ -2,8 +2,8 @@
 // process; each picks its GPU by its rank among the processes on its node.
 #include <string>
 
-#include "core/comm/cuda/nccl_comm.hpp"
 #include "core/base/error.hpp"
+#include "core/comm/cuda/nccl_comm.hpp"
 
 #if SHARDLAB_WITH_MPI
 #include <mpi.h>
@@ -52,8 +52,9 @@ int mpi_local_gpu_ordinal() {
 #else
 
 std::unique_ptr<Communicator> make_nccl_communicator_mpi(Device&) {
-  SL_THROW(Error, "this build has no MPI: configure with -DSHARDLAB_MPI=ON to start NCCL under "
-                  "mpirun, or use one process with one thread per GPU");
+  SL_THROW(Error,
+           "this build has no MPI: configure with -DSHARDLAB_MPI=ON to start NCCL under "
+           "mpirun, or use one process with one thread per GPU");
 }
 
 int mpi_local_gpu_ordinal() {

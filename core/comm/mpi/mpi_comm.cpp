@@ -170,8 +170,8 @@ class MpiComm final : public Communicator {
     });
   }
 
-  Work reduce_scatter(const void* send, void* recv, int64_t count, DType t, ReduceOp op,
-                      bool async, CallInfo info) override {
+  Work reduce_scatter(const void* send, void* recv, int64_t count, DType t, ReduceOp op, bool async,
+                      CallInfo info) override {
     begin(CommOp::reduce_scatter, send, recv, count, t, 0);
     const int c = static_cast<int>(count);
     const int64_t bytes = count * int64_t(dtype_size(t));
@@ -208,9 +208,8 @@ class MpiComm final : public Communicator {
     begin(CommOp::broadcast, buf, buf, count, t, root);
     const int c = static_cast<int>(count);
     auto w = make_work(CommOp::broadcast, count, t, info, "MPI_Bcast");
-    return run(w, async, [&](MPI_Request* r) {
-      return MPI_Ibcast(buf, c, mpi_type(t), root, comm_, r);
-    });
+    return run(w, async,
+               [&](MPI_Request* r) { return MPI_Ibcast(buf, c, mpi_type(t), root, comm_, r); });
   }
 
   void barrier() override {
@@ -235,16 +234,15 @@ class MpiComm final : public Communicator {
     int rank = 0, size = 0;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
-    return std::make_unique<MpiComm>(comm, rank, size, device, std::move(flight),
-                                     std::move(watch));
+    return std::make_unique<MpiComm>(comm, rank, size, device, std::move(flight), std::move(watch));
   }
 
  private:
   void begin(CommOp op, const void* send, const void* recv, int64_t count, DType t, int root) {
     check_collective_args("mpi", op, send, recv, count, root, size_);
     // MPI counts are int; all_gather's receive side is size() times larger.
-    const int64_t limit = INT_MAX / (op == CommOp::all_gather || op == CommOp::reduce_scatter
-                                         ? size_ : 1);
+    const int64_t limit =
+        INT_MAX / (op == CommOp::all_gather || op == CommOp::reduce_scatter ? size_ : 1);
     if (count > limit)
       SL_THROW(InvalidArgument, "mpi ", comm_op_name(op), ": count ", count,
                " exceeds what one MPI call takes (", limit, "); split the buffer");

@@ -23,8 +23,8 @@ void CudaDevice::gemm(bool ta, bool tb, int M, int N, int K, float alpha, const 
                       const float* B, int ldb, float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
   CudaDeviceGuard guard(ordinal_);
-  CUBLAS_CHECK(cublasSgemm(cublas_, op(tb), op(ta), N, M, K, &alpha, B, ldb, A, lda, &beta, C,
-                           ldc));
+  CUBLAS_CHECK(
+      cublasSgemm(cublas_, op(tb), op(ta), N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
 }
 
 void CudaDevice::gemm_batched(bool ta, bool tb, int M, int N, int K, float alpha, const float* A,
@@ -36,9 +36,8 @@ void CudaDevice::gemm_batched(bool ta, bool tb, int M, int N, int K, float alpha
                                          lda, sa, &beta, C, ldc, sc, batch));
 }
 
-void CudaDevice::gemm_ex(bool ta, bool tb, int M, int N, int K, float alpha, const void* A,
-                         int lda, const void* B, int ldb, DType ab, float beta, void* C, int ldc,
-                         DType c) {
+void CudaDevice::gemm_ex(bool ta, bool tb, int M, int N, int K, float alpha, const void* A, int lda,
+                         const void* B, int ldb, DType ab, float beta, void* C, int ldc, DType c) {
   SL_CHECK(c == DType::f32 || c == ab, "gemm_ex: C must be f32 or the inputs' dtype (A/B ",
            dtype_name(ab), ", C ", dtype_name(c), ")");
   if (M <= 0 || N <= 0) return;

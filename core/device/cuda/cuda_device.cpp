@@ -8,7 +8,9 @@ namespace shardlab {
 namespace {
 
 // cuBLAS wants its own scratch per handle; NVIDIA recommends 32 MiB on Hopper, 4 MiB before.
-int64_t cublas_workspace_bytes(int cc) { return cc >= 90 ? (int64_t{32} << 20) : (int64_t{4} << 20); }
+int64_t cublas_workspace_bytes(int cc) {
+  return cc >= 90 ? (int64_t{32} << 20) : (int64_t{4} << 20);
+}
 
 }  // namespace
 
@@ -102,15 +104,15 @@ void CudaDevice::release_resources() {
 void CudaDevice::copy(void* dst, const void* src, int64_t bytes) {
   if (bytes <= 0 || dst == src) return;
   CudaDeviceGuard guard(ordinal_);
-  CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice,
-                             compute_));
+  CUDA_CHECK(
+      cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, compute_));
 }
 
 void CudaDevice::copy_to_host(void* host_dst, const void* src, int64_t bytes) {
   if (bytes <= 0) return;
   CudaDeviceGuard guard(ordinal_);
-  CUDA_CHECK(cudaMemcpyAsync(host_dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost,
-                             compute_));
+  CUDA_CHECK(
+      cudaMemcpyAsync(host_dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, compute_));
   CUDA_CHECK(cudaStreamSynchronize(compute_));
 }
 
@@ -119,8 +121,8 @@ void CudaDevice::copy_from_host(void* dst, const void* host_src, int64_t bytes) 
   CudaDeviceGuard guard(ordinal_);
   // From pageable memory the call returns once the source was staged, so the caller may reuse
   // host_src at once; the copy itself stays ordered on the compute stream.
-  CUDA_CHECK(cudaMemcpyAsync(dst, host_src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice,
-                             compute_));
+  CUDA_CHECK(
+      cudaMemcpyAsync(dst, host_src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, compute_));
 }
 
 void CudaDevice::fill_zero(void* dst, int64_t bytes) {

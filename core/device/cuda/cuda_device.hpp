@@ -50,8 +50,8 @@ class CudaDevice final : public Device {
 
   // Mixed-precision GEMM (cublasGemmEx): A and B in `ab` (bf16, f16 or f32), C in `c` (f32 or the
   // same as `ab`), accumulation in f32. Same row-major conventions as gemm.
-  void gemm_ex(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A,
-               int lda, const void* B, int ldb, DType ab, float beta, void* C, int ldc, DType c);
+  void gemm_ex(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int lda,
+               const void* B, int ldb, DType ab, float beta, void* C, int ldc, DType c);
 
   // ---- streams and events
   cudaStream_t compute_stream() const { return compute_; }

@@ -62,9 +62,9 @@ void CudaPool::collect_pending_locked() {
     free_.emplace(b->size, b);
     return false;
   };
-  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
-                                [&](Block* b) { return !still_pending(b); }),
-                 pending_.end());
+  pending_.erase(
+      std::remove_if(pending_.begin(), pending_.end(), [&](Block* b) { return !still_pending(b); }),
+      pending_.end());
 }
 
 CudaPool::Block* CudaPool::take_free_locked(int64_t size) {

@@ -45,9 +45,9 @@ class CudaPool {
   // Frees every cached block that no stream still uses (waits for pending ones first).
   void empty_cache();
 
-  int64_t reserved_bytes() const;      // held from cudaMalloc, live and cached
+  int64_t reserved_bytes() const;  // held from cudaMalloc, live and cached
   int64_t peak_reserved_bytes() const;
-  int64_t cached_bytes() const;        // free blocks kept for reuse (including pending ones)
+  int64_t cached_bytes() const;  // free blocks kept for reuse (including pending ones)
   int64_t live_blocks() const;
 
   static int64_t round_size(int64_t bytes);
@@ -55,22 +55,22 @@ class CudaPool {
  private:
   struct Block {
     char* ptr = nullptr;
-    int64_t size = 0;                    // rounded, what cudaMalloc was asked for
-    std::vector<cudaStream_t> streams;   // other streams that used it while live
-    std::vector<cudaEvent_t> pending;    // recorded at free on those streams
+    int64_t size = 0;                   // rounded, what cudaMalloc was asked for
+    std::vector<cudaStream_t> streams;  // other streams that used it while live
+    std::vector<cudaEvent_t> pending;   // recorded at free on those streams
   };
 
-  void collect_pending_locked();        // moves blocks whose events passed to the free list
-  void release_cached_locked();         // cudaFree of all free blocks
+  void collect_pending_locked();  // moves blocks whose events passed to the free list
+  void release_cached_locked();   // cudaFree of all free blocks
   Block* take_free_locked(int64_t size);
   cudaEvent_t new_event_locked();
 
   mutable std::mutex mu_;
   int ordinal_;
   cudaStream_t home_;
-  std::map<const char*, Block*> live_;        // by base address, for record_stream lookups
-  std::multimap<int64_t, Block*> free_;       // by size, best fit
-  std::vector<Block*> pending_;               // freed, waiting for other streams' events
+  std::map<const char*, Block*> live_;   // by base address, for record_stream lookups
+  std::multimap<int64_t, Block*> free_;  // by size, best fit
+  std::vector<Block*> pending_;          // freed, waiting for other streams' events
   std::vector<cudaEvent_t> spare_events_;
   int64_t reserved_ = 0;
   int64_t peak_reserved_ = 0;

@@ -10,8 +10,8 @@ namespace cuda {
 
 namespace {
 
-__global__ void crossentropy_forward_kernel(float* probs, float* losses, const int* targets,
-                                            int N, int V) {
+__global__ void crossentropy_forward_kernel(float* probs, float* losses, const int* targets, int N,
+                                            int V) {
   SL_GRID_STRIDE(r, N) {
     float* row = probs + r * V;
     if (!targets) {
@@ -25,8 +25,8 @@ __global__ void crossentropy_forward_kernel(float* probs, float* losses, const i
   }
 }
 
-__global__ void crossentropy_backward_kernel(float* dlogits, const float* probs,
-                                             const int* targets, float dloss, int N, int V) {
+__global__ void crossentropy_backward_kernel(float* dlogits, const float* probs, const int* targets,
+                                             float dloss, int N, int V) {
   SL_GRID_STRIDE(r, N) {
     const int64_t off = r * V;
     const int target = targets[r];

@@ -86,7 +86,8 @@ double sum_squares(Device& dev, const float* x, int64_t n) {
   Launch l(dev);
   // A modest grid: the partials come back to the host.
   const unsigned blocks = blocks_for(n) < 1024 ? blocks_for(n) : 1024;
-  Buffer partials = dev.alloc(static_cast<int64_t>(blocks) * sizeof(double), MemCategory::workspace);
+  Buffer partials =
+      dev.alloc(static_cast<int64_t>(blocks) * sizeof(double), MemCategory::workspace);
   sum_squares_kernel<<<blocks, kThreads, 0, l.stream>>>(partials.as<double>(), x, n);
   CUDA_CHECK_LAUNCH();
   std::vector<double> host(blocks);

@@ -52,8 +52,8 @@ __global__ void encoder_backward_wte_kernel(float* dwte, const float* dout, cons
   }
 }
 
-void encoder_forward(Device& dev, float* out, const int* tokens, const float* wte,
-                     const float* wpe, int B, int T, int C, int V) {
+void encoder_forward(Device& dev, float* out, const int* tokens, const float* wte, const float* wpe,
+                     int B, int T, int C, int V) {
   const int64_t rows = static_cast<int64_t>(B) * T;
   if (rows <= 0 || C <= 0) return;
   Launch l(dev);
@@ -70,8 +70,8 @@ void encoder_backward(Device& dev, float* dwte, float* dwpe, const float* dout, 
   encoder_backward_wpe_kernel<<<blocks_for(static_cast<int64_t>(T) * C), kThreads, 0, l.stream>>>(
       dwpe, dout, tokens, B, T, C, V);
   CUDA_CHECK_LAUNCH();
-  encoder_backward_wte_kernel<<<blocks_for(C), kThreads, 0, l.stream>>>(dwte, dout, tokens, rows,
-                                                                        C, V);
+  encoder_backward_wte_kernel<<<blocks_for(C), kThreads, 0, l.stream>>>(dwte, dout, tokens, rows, C,
+                                                                        V);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -5,9 +5,9 @@ namespace shardlab {
 
 namespace {
 
-const KernelTable kCudaKernels = {"cuda",          &kCudaAttention, &kCudaCrossEntropy,
-                                  &kCudaElementwise, &kCudaEncoder,  &kCudaGelu,
-                                  &kCudaLayerNorm,   &kCudaOptim,    &kCudaResidual};
+const KernelTable kCudaKernels = {
+    "cuda",     &kCudaAttention, &kCudaCrossEntropy, &kCudaElementwise, &kCudaEncoder,
+    &kCudaGelu, &kCudaLayerNorm, &kCudaOptim,        &kCudaResidual};
 
 }  // namespace
 

@@ -30,7 +30,7 @@ __global__ void layernorm_param_grad_kernel(float* dweight, float* dbias, const 
                                             const float* x, const float* mean, const float* rstd,
                                             int N, int C) {
   SL_GRID_STRIDE(c, C)
-  layernorm_param_grad_col(dweight, dbias, dout, x, mean, rstd, N, C, static_cast<int>(c));
+    layernorm_param_grad_col(dweight, dbias, dout, x, mean, rstd, N, C, static_cast<int>(c));
 }
 
 void layernorm_forward(Device& dev, float* out, float* mean, float* rstd, const float* x,
@@ -47,8 +47,8 @@ void layernorm_backward(Device& dev, float* dx, float* dweight, float* dbias, co
                         int N, int C) {
   if (N <= 0 || C <= 0) return;
   Launch l(dev);
-  layernorm_backward_dx_kernel<<<blocks_for(N), kThreads, 0, l.stream>>>(dx, dout, x, weight,
-                                                                         mean, rstd, N, C);
+  layernorm_backward_dx_kernel<<<blocks_for(N), kThreads, 0, l.stream>>>(dx, dout, x, weight, mean,
+                                                                         rstd, N, C);
   CUDA_CHECK_LAUNCH();
   layernorm_param_grad_kernel<<<blocks_for(C), kThreads, 0, l.stream>>>(dweight, dbias, dout, x,
                                                                         mean, rstd, N, C);

@@ -13,7 +13,7 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
                              float lr, float beta1, float beta2, float eps, float weight_decay,
                              float bc1, float bc2) {
   SL_GRID_STRIDE(i, n)
-  adamw_elem(param[i], grad[i], m[i], v[i], lr, beta1, beta2, eps, weight_decay, bc1, bc2);
+    adamw_elem(param[i], grad[i], m[i], v[i], lr, beta1, beta2, eps, weight_decay, bc1, bc2);
 }
 
 __global__ void sgd_kernel(float* param, const float* grad, float* momentum_buf, int64_t n,

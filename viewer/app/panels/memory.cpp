@@ -37,7 +37,8 @@ void show_memory_panel(ViewerState& s) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     int n = static_cast<int>(m.ranks.size());
     if (n == 0 || m.t_last == 0) {
-      draw_centered_text(dl, c, rv.run->status().empty() ? "no events yet" : rv.run->status(), kWarn);
+      draw_centered_text(dl, c, rv.run->status().empty() ? "no events yet" : rv.run->status(),
+                         kWarn);
       ImGui::End();
       continue;
     }
@@ -59,8 +60,9 @@ void show_memory_panel(ViewerState& s) {
         dl->AddText(v2(c.x, top + 16), col(kDim), peak.c_str());
       }
       std::string scale = format_bytes_short(v_max);
-      dl->AddText(v2(axis.x0() + axis.width() - ImGui::CalcTextSize(scale.c_str()).x - 2,
-                     va.to_y(v_max)), col(kDim), scale.c_str());
+      dl->AddText(
+          v2(axis.x0() + axis.width() - ImGui::CalcTextSize(scale.c_str()).x - 2, va.to_y(v_max)),
+          col(kDim), scale.c_str());
       dl->PushClipRect(v2(axis.x0(), top), v2(axis.x0() + axis.width(), top + row_h), true);
       draw_steps(dl, axis, m.steps, s.selected_step, va.to_y(v_max), va.y_bottom, false);
       for (int r = 0; r < n; ++r) {
@@ -69,20 +71,23 @@ void show_memory_panel(ViewerState& s) {
         auto cols = memory_columns(ms, axis, m.ranks[r].t_last);
         if (!s.overlay_ranks) {
           for (const BandRect& b : memory_bands(cols, va))
-            dl->AddRectFilled(v2(b.x0, b.y_top), v2(b.x1, b.y_bottom), col(category_color(b.category)));
+            dl->AddRectFilled(v2(b.x0, b.y_top), v2(b.x1, b.y_bottom),
+                              col(category_color(b.category)));
         } else {
           ImU32 rc = col(rank_color(r));
           for (size_t j = 0; j < cols.size(); ++j) {
             double y = va.to_y(double(cols[j].total));
             dl->AddLine(v2(cols[j].x0, y), v2(cols[j].x1, y), rc, 1.5f);
             if (j + 1 < cols.size())
-              dl->AddLine(v2(cols[j].x1, y), v2(cols[j].x1, va.to_y(double(cols[j + 1].total))), rc, 1.5f);
+              dl->AddLine(v2(cols[j].x1, y), v2(cols[j].x1, va.to_y(double(cols[j + 1].total))), rc,
+                          1.5f);
           }
         }
         // Peak marker: a white tick and triangle above the highest point.
         double px = axis.to_x(double(ms.t_peak)), py = va.to_y(double(ms.peak_total));
         dl->AddLine(v2(px, py), v2(px, va.y_bottom), col(kPeakColor.with_alpha(140)));
-        dl->AddTriangleFilled(v2(px - 4, py - 7), v2(px + 4, py - 7), v2(px, py - 1), col(kPeakColor));
+        dl->AddTriangleFilled(v2(px - 4, py - 7), v2(px + 4, py - 7), v2(px, py - 1),
+                              col(kPeakColor));
       }
       if (m.info.mem_limit > 0) {
         double y = va.to_y(double(m.info.mem_limit));

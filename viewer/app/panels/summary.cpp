@@ -94,7 +94,8 @@ std::string imbalance_cell(const StragglerReport& w) {
   if (w.peak_max == w.peak_min) return "none (" + format_bytes(w.peak_max) + " each)";
   char buf[160];
   std::snprintf(buf, sizeof buf, "peak r%d %s vs r%d %s", w.peak_max_rank,
-                format_bytes(w.peak_max).c_str(), w.peak_min_rank, format_bytes(w.peak_min).c_str());
+                format_bytes(w.peak_max).c_str(), w.peak_min_rank,
+                format_bytes(w.peak_min).c_str());
   return buf;
 }
 
@@ -172,9 +173,8 @@ void show_summary_table(const ViewerState& s, ImVec2 size) {
     row(name.c_str(), model([k](const RunModel& m) { return collective_cell(m, k); }));
   }
   row("waiting for ranks", stragglers(waiting_cell));
-  row("slowest rank", stragglers([&](const StragglerReport& w) {
-        return slowest_rank_cell(w, s.selected_step);
-      }));
+  row("slowest rank",
+      stragglers([&](const StragglerReport& w) { return slowest_rank_cell(w, s.selected_step); }));
   row("memory imbalance", stragglers(imbalance_cell));
   row("comm, exposed /step", model(comm_cell));
   if (s.selected_step >= 0) {
@@ -202,7 +202,8 @@ void show_peak_bars(ViewerState& s, const Rect& bars) {
   double label_w = 0;
   for (const RunView& r : s.runs)
     for (size_t k = 0; k < r.run->model().ranks.size(); ++k)
-      label_w = std::max<double>(label_w, ImGui::CalcTextSize(row_label(r.run->model(), k).c_str()).x);
+      label_w =
+          std::max<double>(label_w, ImGui::CalcTextSize(row_label(r.run->model(), k).c_str()).x);
   label_w = std::min(label_w + 8, bars.w * 0.4);
   double top = bars.y + 18;
   double row_h = std::clamp((bars.h - 20) / total_rows, 4.0, 24.0);

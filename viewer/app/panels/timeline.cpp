@@ -31,7 +31,8 @@ void show_timeline_panel(ViewerState& s) {
     rv.timeline_plot = {axis.x0(), c.y, axis.width(), c.h};
     int n = static_cast<int>(m.ranks.size());
     if (n == 0 || m.t_last == 0) {
-      draw_centered_text(dl, c, rv.run->status().empty() ? "no events yet" : rv.run->status(), kWarn);
+      draw_centered_text(dl, c, rv.run->status().empty() ? "no events yet" : rv.run->status(),
+                         kWarn);
       ImGui::End();
       continue;
     }
@@ -54,7 +55,8 @@ void show_timeline_panel(ViewerState& s) {
     ImGuiIO& io = ImGui::GetIO();
     int hover_rank = -1, hover_bar = -1;
     Lane hover_lane = Lane::compute;
-    if (hovered && io.MousePos.x >= axis.x0() && rows.row_at(io.MousePos.y, &hover_rank, &hover_lane))
+    if (hovered && io.MousePos.x >= axis.x0() &&
+        rows.row_at(io.MousePos.y, &hover_rank, &hover_lane))
       hover_bar = hit_test(m.ranks[hover_rank].bars.lane(hover_lane), axis, io.MousePos.x);
     for (int r = 0; r < n; ++r) {
       for (Lane lane : {Lane::compute, Lane::comm}) {
@@ -73,8 +75,9 @@ void show_timeline_panel(ViewerState& s) {
       // Exposed communication: a red underline below the comm lane.
       double y = rows.lane_y(r, Lane::comm) + rows.lane_h - 3;
       double last_x1 = -1e9;
-      for (const Interval& iv : clip(m.ranks[r].exposed.exposed, static_cast<int64_t>(axis.t_begin()),
-                                     static_cast<int64_t>(axis.t_end()) + 1)) {
+      for (const Interval& iv :
+           clip(m.ranks[r].exposed.exposed, static_cast<int64_t>(axis.t_begin()),
+                static_cast<int64_t>(axis.t_end()) + 1)) {
         double x0 = axis.to_x(double(iv.begin)), x1 = std::max(axis.to_x(double(iv.end)), x0 + 1);
         if (x1 <= last_x1) continue;
         dl->AddRectFilled(v2(std::max(x0, last_x1), y), v2(x1, y + 3), col(kExposedColor));
@@ -85,7 +88,8 @@ void show_timeline_panel(ViewerState& s) {
     dl->PopClipRect();
     dl->PopClipRect();
     if (hover_bar >= 0)
-      span_tooltip(m, rv.run->data(), hover_rank, m.ranks[hover_rank].bars.lane(hover_lane).bars[hover_bar]);
+      span_tooltip(m, rv.run->data(), hover_rank,
+                   m.ranks[hover_rank].bars.lane(hover_lane).bars[hover_bar]);
     ImGui::End();
   }
 }

@@ -78,7 +78,8 @@ void show_toolbar_panel(ViewerState& s) {
   ImGui::SameLine(0, 16);
   ImGui::Checkbox("overlay ranks", &s.overlay_ranks);
   ImGui::SameLine(0, 16);
-  ImGui::TextColored(ImVec4(0.6f, 0.6f, 0.6f, 1.0f), "%s/px   wheel: zoom, drag: pan, double-click: all",
+  ImGui::TextColored(ImVec4(0.6f, 0.6f, 0.6f, 1.0f),
+                     "%s/px   wheel: zoom, drag: pan, double-click: all",
                      format_duration(s.time.ns_per_px()).c_str());
   ImGui::End();
 }

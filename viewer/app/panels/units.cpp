@@ -15,8 +15,8 @@ namespace shardlab::viewer {
 
 void show_units_panel(ViewerState& s) {
   std::vector<LegendItem> legend;
-  for (UnitState st : {UnitState::sharded, UnitState::gathering, UnitState::unsharded,
-                       UnitState::resharded})
+  for (UnitState st :
+       {UnitState::sharded, UnitState::gathering, UnitState::unsharded, UnitState::resharded})
     legend.push_back({unit_state_color(st), unit_state_name(st)});
   for (size_t i = 0; i < s.runs.size(); ++i) {
     auto [rv, m, axis, panel] =
@@ -35,10 +35,10 @@ void show_units_panel(ViewerState& s) {
     rv.units_plot = {axis.x0(), c.y, axis.width(), c.h};
     const UnitStrips* strips = n > 0 ? &m.ranks[rv.units_rank].units : nullptr;
     if (!strips || strips->n_units() == 0) {
-      draw_centered_text(dl, c,
-                         n == 0 ? "no events yet"
-                                : "no unit state events (no_shard keeps every unit whole)",
-                         kDim);
+      draw_centered_text(
+          dl, c,
+          n == 0 ? "no events yet" : "no unit state events (no_shard keeps every unit whole)",
+          kDim);
       ImGui::End();
       continue;
     }
