@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/base/error.hpp"
+#include "core/fsdp/mesh.hpp"
 #include "core/fsdp/strategy.hpp"
 #include "core/memory/tracker.hpp"
 #include "core/trace/run_dir.hpp"
@@ -121,13 +122,11 @@ nlohmann::json run_meta(const TrainConfig& cfg, const GPTConfig& m, int world,
                         const std::string& backend, const std::string& resumed_from) {
   nlohmann::json meta;
   const EngineConfig& e = cfg.engine;
-  const int group =
-      shard_group_size(e.strategy, world, e.hybrid_group > 0 ? e.hybrid_group : world);
+  const Mesh mesh = make_mesh(e.strategy, world, 0, e.hybrid_group);
   meta["strategy"] = strategy_name(e.strategy);
   meta["world_size"] = world;
   meta["backend"] = backend;
-  meta["mesh"] = {{"shard_group", group},
-                  {"replicas", e.strategy == Strategy::no_shard ? world : world / group}};
+  meta["mesh"] = {{"shard_group", mesh.shard_size}, {"replicas", mesh.replica_size}};
   meta["model"] = {{"preset", cfg.model},          {"vocab_size", m.vocab_size},
                    {"max_seq_len", m.max_seq_len}, {"n_layer", m.n_layer},
                    {"n_head", m.n_head},           {"n_embd", m.n_embd},
