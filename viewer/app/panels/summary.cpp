@@ -163,7 +163,7 @@ void show_summary_table(const ViewerState& s, ImVec2 size) {
         std::snprintf(buf, sizeof buf, "%.0f", m.summary.tokens_per_s);
         return std::string(buf);
       }));
-  row("last loss", model([&](const RunModel& m) {
+  row("loss at the last step", model([&](const RunModel& m) {
         std::snprintf(buf, sizeof buf, "%.4f", m.summary.last_loss);
         return std::string(buf);
       }));
