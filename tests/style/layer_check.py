@@ -2,7 +2,7 @@
 """style.layers: the build refuses an include that goes up or across the layer table.
 
 Compiles one-line files with the exact flags of a real source file of a layer (from the build's
-compile_commands.json): an include of a layer that target does not link must fail with the stub's
+compile_commands.json): an include of a layer that target does not link must fail with the guard header's
 "is in layer X" error, and an include of a layer it does link must compile. So the enforcement of
 docs/design.md's Layers table is itself tested, both ways.
 
