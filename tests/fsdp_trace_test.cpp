@@ -103,3 +103,45 @@ TEST(FsdpTrace, CollectivesCarryUnitAndDtype) {
   EXPECT_EQ(forward, 4);   // embedding, 2 blocks, head
   EXPECT_EQ(backward, 4);
 }
+
+// Each collective's span says what this rank sent (ring traffic) beside the collective's buffer
+// size, and the spans' sum is the step's traffic the engine reports (StepStats, the figure the
+// demo prints): the trace, `shardlab summary` and the viewer count sent bytes the same way.
+TEST(FsdpTrace, CommSpansCarryTheBytesEachRankSent) {
+  for (Strategy s : {Strategy::no_shard, Strategy::full_shard}) {
+    const GPTConfig model = tiny_model();
+    EngineConfig ec = test_config(s);
+    ec.param_dtype = DType::bf16;
+    std::vector<nlohmann::json> events;
+    StepStats stats;
+    LaunchOptions lo;
+    lo.ranks = 2;
+    lo.make_recorder = [](int rank) { return std::make_unique<Recorder>(rank, ""); };
+    launch(lo, [&](RankContext& ctx) {
+      Engine eng(*ctx.device, *ctx.comm, ctx.recorder, model, ec);
+      GlobalBatch gb = make_batch(model, 4, 16, 0);
+      const StepStats st =
+          eng.step({gb.tokens.data() + ctx.rank * 32}, {gb.targets.data() + ctx.rank * 32}, 2, 16);
+      if (ctx.rank != 0) return;
+      stats = st;
+      std::istringstream in(ctx.recorder->buffered_text());
+      std::string line;
+      while (std::getline(in, line))
+        if (!line.empty()) events.push_back(nlohmann::json::parse(line));
+    });
+    int64_t sent = 0;
+    int spans = 0;
+    for (const auto& e : events) {
+      if (e["kind"] != "span" || e["lane"] != "comm") continue;
+      ++spans;
+      ASSERT_TRUE(e.contains("sent")) << e.dump();
+      const int64_t bytes = e["bytes"], b = e["sent"];
+      const std::string op = e["op"];
+      // Two ranks: an all-gather or reduce-scatter sends half its buffer, an all-reduce all of it.
+      EXPECT_EQ(b, op == "all_reduce" ? bytes : bytes / 2) << e.dump();
+      if (e["unit"].get<int>() >= 0) sent += b;  // the engine's collectives (not the loss mean)
+    }
+    EXPECT_GT(spans, 0) << strategy_name(s);
+    EXPECT_EQ(sent, stats.comm_total()) << strategy_name(s);
+  }
+}

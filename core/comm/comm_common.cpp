@@ -68,11 +68,11 @@ bool tracing(Recorder* rec) { return rec && rec->enabled(); }
 
 int64_t comm_clock(Recorder* rec) { return tracing(rec) ? trace_now_ns() : 0; }
 
-void record_comm_span(Recorder* rec, CommOp op, const CallInfo& info, int64_t bytes, DType dtype,
-                      const CommTimes& t) {
+void record_comm_span(Recorder* rec, CommOp op, const CallInfo& info, int64_t bytes, int64_t sent,
+                      DType dtype, const CommTimes& t) {
   if (!tracing(rec)) return;
   rec->span(Lane::comm, comm_op_name(op), info.unit, bytes, dtype, t.t_issue, t.t_start, t.t_end,
-            t.t_wait, t.wait_ns, t.last_rank);
+            t.t_wait, t.wait_ns, t.last_rank, sent);
 }
 
 }  // namespace shardlab

@@ -47,8 +47,9 @@ struct CommTimes {
   int last_rank = -1;    // the world rank that arrived last
 };
 
-// Reports one comm-lane span; does nothing when `rec` is null or disabled.
-void record_comm_span(Recorder* rec, CommOp op, const CallInfo& info, int64_t bytes, DType dtype,
-                      const CommTimes& t);
+// Reports one comm-lane span: `bytes` the collective's buffer (collective_bytes), `sent` what this
+// rank sent (sent_bytes); does nothing when `rec` is null or disabled.
+void record_comm_span(Recorder* rec, CommOp op, const CallInfo& info, int64_t bytes, int64_t sent,
+                      DType dtype, const CommTimes& t);
 
 }  // namespace shardlab

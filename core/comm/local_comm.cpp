@@ -413,7 +413,8 @@ class LocalComm final : public Communicator {
     bool async = false;
     Recorder* rec = nullptr;
     CommTimes times;
-    int64_t bytes = 0;
+    int64_t bytes = 0;  // collective_bytes
+    int64_t sent = 0;   // sent_bytes
     SplitResult split;
 
     mutable std::mutex mu;
@@ -441,7 +442,7 @@ class LocalComm final : public Communicator {
       if (finished && !reported && !error) report();
     }
     void report() const {
-      if (d.op != CommOp::split) record_comm_span(rec, d.op, info, bytes, d.dtype, times);
+      if (d.op != CommOp::split) record_comm_span(rec, d.op, info, bytes, sent, d.dtype, times);
     }
   };
 
@@ -455,6 +456,7 @@ class LocalComm final : public Communicator {
     t->async = async;
     t->rec = recorder_;
     t->bytes = collective_bytes(d.op, d.count, d.dtype, size_);
+    t->sent = sent_bytes(d.op, d.count, d.dtype, size_);
     t->times.t_issue = comm_clock(recorder_);
     t->d.seq = flight_->issued(d.op, info, d.count, d.dtype, size_);
     t->d.unit = info.unit;

@@ -10,8 +10,11 @@
 
 namespace shardlab {
 
-// Adds to `t` the ring traffic of one call on `n` ranks: all_gather and reduce_scatter
-// count*size*(n-1), all_reduce 2*count*size*(n-1)/n, broadcast count*size; nothing for the rest.
+// The ring traffic of one call on `n` ranks, the bytes this rank sends: all_gather and
+// reduce_scatter count*size*(n-1), all_reduce 2*count*size*(n-1)/n, broadcast count*size;
+// 0 for the rest. "Bytes" without a qualifier means this everywhere the project prints them.
+int64_t sent_bytes(CommOp op, int64_t count, DType dtype, int n);
+// Adds sent_bytes of one call to its operation's counter in `t`.
 void add_traffic(Communicator::Traffic& t, CommOp op, int64_t count, DType dtype, int n);
 
 // The larger of the two buffers (all_gather: recv, reduce_scatter: send, all_reduce and

@@ -134,7 +134,7 @@ void Recorder::mem(const MemoryTracker::Change& c) {
 
 void Recorder::span(Lane lane, const char* op, int unit, int64_t bytes, DType dtype,
                     int64_t t_issue, int64_t t_start, int64_t t_end, int64_t t_wait,
-                    int64_t wait_ns, int last_rank) {
+                    int64_t wait_ns, int last_rank, int64_t sent) {
   if (!enabled_) return;
   std::string& s = scratch_line();
   JsonLine line(s);
@@ -151,6 +151,7 @@ void Recorder::span(Lane lane, const char* op, int unit, int64_t bytes, DType dt
       .i64("t_end", t_end)
       .i64("t_wait", t_wait);
   if (wait_ns >= 0) line.i64("wait", wait_ns).i64("last", last_rank);
+  if (sent >= 0) line.i64("sent", sent);
   line.end_line();
   if (impl_->append(s)) flush();
 }

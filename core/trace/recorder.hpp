@@ -56,7 +56,7 @@ class Recorder {
   // wait_ns, last_rank: see "wait" and "last" above; -1 leaves them out.
   void span(Lane lane, const char* op, int unit, int64_t bytes, DType dtype, int64_t t_issue,
             int64_t t_start, int64_t t_end, int64_t t_wait = -1, int64_t wait_ns = -1,
-            int last_rank = -1);
+            int last_rank = -1, int64_t sent = -1);
   void unit(int unit, UnitState s);
   void step(int step, double loss, int64_t tokens, double step_time_s);
   void mark(const std::string& text);

@@ -95,6 +95,7 @@ std::string add_event_line(const std::string& line, int rank, RankTrace& rt,
         s.wait_ns = json_int(j, "wait", where, 0, kMaxTime);
         s.last_rank = static_cast<int>(json_int(j, "last", where, 0, kMaxInt));
       }
+      if (j.contains("sent")) s.sent = json_int(j, "sent", where, 0, kMaxBytes);
       t_seen = std::max(t_seen, s.t_end);
       rt.spans.push_back(std::move(s));
     } else if (kind == "unit") {

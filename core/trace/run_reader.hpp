@@ -36,6 +36,7 @@ struct SpanEvent {
   int64_t t_issue, t_start, t_end, t_wait;  // t_wait -1 when none
   int64_t wait_ns = -1;  // waited for the last rank to arrive (comm spans, local backend), else -1
   int last_rank = -1;    // the world rank that arrived last, -1 when not recorded
+  int64_t sent = -1;     // bytes this rank sent (comm spans; -1 in runs recorded before it was)
 };
 
 struct UnitEvent {

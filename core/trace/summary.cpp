@@ -81,8 +81,9 @@ std::vector<CommStat> comm_stats(const std::map<CommKey, CommStat>& m, int steps
   std::vector<CommStat> out;
   for (const auto& kv : m) {
     CommStat c = kv.second;
-    c.bytes_per_step =
-        steps > 0 ? static_cast<double>(c.bytes) / steps : static_cast<double>(c.bytes);
+    const double div = steps > 0 ? steps : 1;
+    c.bytes_per_step = static_cast<double>(c.bytes) / div;
+    c.sent_per_step = c.sent >= 0 ? static_cast<double>(c.sent) / div : -1.0;
     out.push_back(c);
   }
   return out;
@@ -119,6 +120,7 @@ RankSummary summarize_rank(int rank, const RankTrace& rt) {
     c.dtype = s.dtype;
     c.calls += 1;
     c.bytes = sat_add(c.bytes, s.bytes);
+    c.sent = (c.sent < 0 || s.sent < 0) ? -1 : sat_add(c.sent, s.sent);
   }
   const std::vector<Interval> compute_u = interval_union(std::move(compute));
   const std::vector<Interval> comm_u = interval_union(std::move(comm));
@@ -153,6 +155,7 @@ RunSummary compute_summary(const RunData& run) {
       a.dtype = c.dtype;
       a.calls += c.calls;
       a.bytes = sat_add(a.bytes, c.bytes);
+      a.sent = (a.sent < 0 || c.sent < 0) ? -1 : sat_add(a.sent, c.sent);
     }
     for (const StepEvent& e : run.ranks[r].steps) {
       StepAcc& a = steps[e.step];
@@ -211,7 +214,9 @@ json comm_json(const std::vector<CommStat>& v) {
                    {"dtype", dtype_name(c.dtype)},
                    {"calls", c.calls},
                    {"bytes", c.bytes},
-                   {"bytes_per_step", c.bytes_per_step}});
+                   {"bytes_per_step", c.bytes_per_step},
+                   {"sent", c.sent >= 0 ? json(c.sent) : json(nullptr)},
+                   {"sent_per_step", c.sent >= 0 ? json(c.sent_per_step) : json(nullptr)}});
   return out;
 }
 
@@ -315,17 +320,19 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
   print_mem_table("breakdown at the overall peak", s, true, os);
   os << "\n";
 
-  os << "communication (all ranks)\n";
-  std::snprintf(buf, sizeof buf, "%-16s %-5s %8s %12s %12s %16s\n", "op", "dtype", "calls", "bytes",
-                "bytes/step", "bytes/step/rank");
+  // "sent" is what a rank sends (ring traffic), the figure the demo and the lessons print;
+  // "buffer" is the collective's size as nccl-tests count it, the base of busbw.
+  os << "communication (all ranks; sent = bytes a rank sends, buffer = the collective's size)\n";
+  std::snprintf(buf, sizeof buf, "%-16s %-5s %8s %16s %18s\n", "op", "dtype", "calls",
+                "sent/step/rank", "buffer/step/rank");
   os << buf;
+  const double ranks = s.world_size > 0 ? s.world_size : 1;
   for (const CommStat& c : s.comm) {
-    const double per_rank = s.world_size > 0 ? c.bytes_per_step / s.world_size : 0.0;
-    std::snprintf(buf, sizeof buf, "%-16s %-5s %8lld %12s %12s %16s\n", c.op.c_str(),
-                  dtype_name(c.dtype), static_cast<long long>(c.calls),
-                  format_bytes(c.bytes).c_str(),
-                  format_bytes(std::llround(c.bytes_per_step)).c_str(),
-                  format_bytes(std::llround(per_rank)).c_str());
+    const std::string sent =
+        c.sent >= 0 ? format_bytes(std::llround(c.sent_per_step / ranks)) : std::string("-");
+    std::snprintf(buf, sizeof buf, "%-16s %-5s %8lld %16s %18s\n", c.op.c_str(),
+                  dtype_name(c.dtype), static_cast<long long>(c.calls), sent.c_str(),
+                  format_bytes(std::llround(c.bytes_per_step / ranks)).c_str());
     os << buf;
   }
   if (s.comm.empty()) os << "(no collectives recorded)\n";

@@ -24,8 +24,12 @@ struct CommStat {
   std::string op;
   DType dtype = DType::f32;
   int64_t calls = 0;
-  int64_t bytes = 0;          // sum of the spans' bytes
+  int64_t bytes = 0;          // sum of the spans' bytes: the collectives' buffer sizes
   double bytes_per_step = 0;  // bytes / steps (bytes when there are no steps)
+  // What the ranks sent (ring traffic, sent_bytes in core/comm/traffic.hpp): the figure the demo,
+  // the lessons and the benchmarks print. -1 when a span lacks it (runs recorded before it was).
+  int64_t sent = 0;
+  double sent_per_step = -1;  // sent / steps, -1 when unknown
 };
 
 struct RankSummary {

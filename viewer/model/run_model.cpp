@@ -104,6 +104,7 @@ RunModel build_run_model(const RunData& run) {
       OpStats& o = rm.ops[static_cast<int>(classify_op(s.op))];
       ++o.count;
       o.bytes = saturating_add(o.bytes, s.bytes);
+      o.sent = (o.sent < 0 || s.sent < 0) ? -1 : saturating_add(o.sent, s.sent);
       o.ns = saturating_add(o.ns, std::max<int64_t>(0, s.t_end - s.t_start));
     }
     finish_bandwidth(rm.ops, m.info.world);
@@ -115,6 +116,7 @@ RunModel build_run_model(const RunData& run) {
       OpStats& o = m.summary.ops[k];
       o.count += rm.ops[k].count;
       o.bytes = saturating_add(o.bytes, rm.ops[k].bytes);
+      o.sent = (o.sent < 0 || rm.ops[k].sent < 0) ? -1 : saturating_add(o.sent, rm.ops[k].sent);
       o.ns = saturating_add(o.ns, rm.ops[k].ns);
     }
     m.summary.comm_ns = saturating_add(m.summary.comm_ns, rm.exposed.comm_ns);

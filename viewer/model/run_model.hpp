@@ -33,7 +33,8 @@ RunInfo read_run_info(const RunData& run);
 
 struct OpStats {
   int64_t count = 0;
-  int64_t bytes = 0;    // summed over spans
+  int64_t bytes = 0;    // summed over spans: the collectives' buffer sizes (busbw's base)
+  int64_t sent = 0;     // what the ranks sent (ring traffic); -1 when a span does not say
   int64_t ns = 0;       // summed span durations
   Bandwidth bandwidth;  // of the totals: bytes / ns, times the bus factor
 };

@@ -64,6 +64,7 @@ struct Op {
   CommOp kind = CommOp::all_gather;
   CallInfo info;
   int64_t bytes = 0;  // collective_bytes, as every backend's span
+  int64_t sent = 0;   // sent_bytes
   DType dtype = DType::f32;
   int64_t t_issue = 0;
   std::atomic<int64_t> t_wait{-1};
@@ -220,6 +221,7 @@ class NcclCommunicator final : public Communicator {
     op->kind = kind;
     op->info = info;
     op->bytes = collective_bytes(kind, count, t, size_);
+    op->sent = sent_bytes(kind, count, t, size_);
     op->dtype = t;
     op->t_issue = traced ? trace_now_ns() : 0;
     CUDA_CHECK(
@@ -285,7 +287,7 @@ class NcclCommunicator final : public Communicator {
         times.t_start = anchor_trace_ns(to_start);
         times.t_end = times.t_start + static_cast<int64_t>(static_cast<double>(duration) * 1e6);
         times.t_wait = op.t_wait.load();
-        record_comm_span(recorder_, op.kind, op.info, op.bytes, op.dtype, times);
+        record_comm_span(recorder_, op.kind, op.info, op.bytes, op.sent, op.dtype, times);
       }
       pending_.pop_front();
     }

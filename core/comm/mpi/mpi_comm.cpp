@@ -93,7 +93,8 @@ struct MpiWork final : Work::State {
   Recorder* rec = nullptr;
   CommOp op = CommOp::barrier;
   CallInfo info;
-  int64_t bytes = 0;
+  int64_t bytes = 0;  // collective_bytes
+  int64_t sent = 0;   // sent_bytes
   DType dtype = DType::f32;
   mutable CommTimes times;
   FlightRecorder* flight = nullptr;
@@ -120,7 +121,7 @@ struct MpiWork final : Work::State {
     if (!reported) {
       reported = true;
       times.t_wait = t_wait;
-      if (!error) record_comm_span(rec, op, info, bytes, dtype, times);
+      if (!error) record_comm_span(rec, op, info, bytes, sent, dtype, times);
     }
     if (error) std::rethrow_exception(error);
   }
@@ -138,7 +139,7 @@ struct MpiWork final : Work::State {
     // job next, and a peer that never arrives would make this wait for ever.
     if (!completed && !mpi_finalized() && std::uncaught_exceptions() == 0 && !watch->fired())
       complete(MPI_Wait(&req, MPI_STATUS_IGNORE));
-    if (!reported && !error) record_comm_span(rec, op, info, bytes, dtype, times);
+    if (!reported && !error) record_comm_span(rec, op, info, bytes, sent, dtype, times);
   }
 };
 
@@ -257,6 +258,7 @@ class MpiComm final : public Communicator {
     w->op = op;
     w->info = info;
     w->bytes = collective_bytes(op, count, t, size_);
+    w->sent = sent_bytes(op, count, t, size_);
     w->dtype = t;
     w->times.t_issue = comm_clock(recorder_);
     w->times.t_start = w->times.t_issue;  // MPI starts the collective at issue
@@ -275,7 +277,7 @@ class MpiComm final : public Communicator {
       w->complete(rc == MPI_SUCCESS ? watch_->wait(&w->req, w->seq) : rc);
       w->reported = true;
       if (w->error) std::rethrow_exception(w->error);
-      record_comm_span(w->rec, w->op, w->info, w->bytes, w->dtype, w->times);
+      record_comm_span(w->rec, w->op, w->info, w->bytes, w->sent, w->dtype, w->times);
       return Work();
     }
     check_mpi(issue(&w->req), w->call);

@@ -49,8 +49,11 @@ std::string peak_cell(const RunModel& m) {
 std::string collective_cell(const RunModel& m, OpKind k) {
   const OpStats& o = m.summary.ops[static_cast<int>(k)];
   if (o.count == 0) return "-";
-  return per_step(double(o.bytes), rank_steps(m), true) + " per rank, busbw " +
-         format_rate(o.bandwidth.busbw);
+  // Sent bytes first, the figure the demo and the lessons print; the buffer size (busbw's base)
+  // only with its label.
+  const std::string sent = o.sent >= 0 ? per_step(double(o.sent), rank_steps(m), true) : "?";
+  return "sent " + sent + " per rank (buffer " + per_step(double(o.bytes), rank_steps(m), true) +
+         "), busbw " + format_rate(o.bandwidth.busbw);
 }
 
 // Per-rank time spent waiting for the last rank to arrive.
