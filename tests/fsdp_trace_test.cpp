@@ -14,8 +14,8 @@ using namespace shardlab::fsdp_test;
 
 namespace {
 
-// Rank 0's events of one full_shard step, parsed.
-std::vector<nlohmann::json> events_of_one_step(const EngineConfig& ec) {
+// Rank 0's events of one step on 2 ranks, parsed; `stats` (when given) gets rank 0's StepStats.
+std::vector<nlohmann::json> events_of_one_step(const EngineConfig& ec, StepStats* stats = nullptr) {
   const GPTConfig model = tiny_model();
   std::vector<nlohmann::json> out;
   LaunchOptions lo;
@@ -24,8 +24,10 @@ std::vector<nlohmann::json> events_of_one_step(const EngineConfig& ec) {
   launch(lo, [&](RankContext& ctx) {
     Engine eng(*ctx.device, *ctx.comm, ctx.recorder, model, ec);
     GlobalBatch gb = make_batch(model, 4, 16, 0);
-    eng.step({gb.tokens.data() + ctx.rank * 32}, {gb.targets.data() + ctx.rank * 32}, 2, 16);
+    const StepStats st =
+        eng.step({gb.tokens.data() + ctx.rank * 32}, {gb.targets.data() + ctx.rank * 32}, 2, 16);
     if (ctx.rank != 0) return;
+    if (stats) *stats = st;
     std::istringstream in(ctx.recorder->buffered_text());
     std::string line;
     while (std::getline(in, line))
@@ -109,26 +111,10 @@ TEST(FsdpTrace, CollectivesCarryUnitAndDtype) {
 // demo prints): the trace, `shardlab summary` and the viewer count sent bytes the same way.
 TEST(FsdpTrace, CommSpansCarryTheBytesEachRankSent) {
   for (Strategy s : {Strategy::no_shard, Strategy::full_shard}) {
-    const GPTConfig model = tiny_model();
     EngineConfig ec = test_config(s);
     ec.param_dtype = DType::bf16;
-    std::vector<nlohmann::json> events;
     StepStats stats;
-    LaunchOptions lo;
-    lo.ranks = 2;
-    lo.make_recorder = [](int rank) { return std::make_unique<Recorder>(rank, ""); };
-    launch(lo, [&](RankContext& ctx) {
-      Engine eng(*ctx.device, *ctx.comm, ctx.recorder, model, ec);
-      GlobalBatch gb = make_batch(model, 4, 16, 0);
-      const StepStats st =
-          eng.step({gb.tokens.data() + ctx.rank * 32}, {gb.targets.data() + ctx.rank * 32}, 2, 16);
-      if (ctx.rank != 0) return;
-      stats = st;
-      std::istringstream in(ctx.recorder->buffered_text());
-      std::string line;
-      while (std::getline(in, line))
-        if (!line.empty()) events.push_back(nlohmann::json::parse(line));
-    });
+    const std::vector<nlohmann::json> events = events_of_one_step(ec, &stats);
     int64_t sent = 0;
     int spans = 0;
     for (const auto& e : events) {
