@@ -1,5 +1,8 @@
 // Memory series: values by category, totals equal to the stack, the peak, hover lookup, and the
 // per-pixel columns (a spike narrower than a pixel must survive zooming out).
+#include <algorithm>
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "tests/viewer/synthetic_run.hpp"
@@ -128,7 +131,8 @@ TEST(ViewerMemory, BandsCoverTheSameAreaAsColumnsWithFewerRectangles) {
     for (int k = 0; k < kNumMemCategories; ++k) {
       double h =
           std::round(va.to_y(double(st.bottom[k]))) - std::round(va.to_y(double(st.top(k, c.cat))));
-      if (c.cat[k] > 0 && h >= 1) {
+      if (c.cat[k] > 0) {
+        h = std::max(h, kMinBandPx);
         ref_area += (c.x1 - c.x0) * h;
         ++ref_rects;
       }
@@ -154,6 +158,29 @@ TEST(ViewerMemory, BandsCoverTheSameAreaAsColumnsWithFewerRectangles) {
   EXPECT_EQ(params_rects, 1);
   EXPECT_LE(grads_rects, 3);
   EXPECT_LE(adam_rects, 3);
+}
+
+TEST(ViewerMemory, ACategoryWithAFewBytesStaysVisibleAboveItsNeighbours) {
+  // 4 KiB of gathered parameters under 64 MiB of activations: a thousandth of a pixel at this
+  // scale, drawn kMinBandPx tall anyway, after (so above) every ordinary band.
+  MemColumn c;
+  c.x0 = 10;
+  c.x1 = 20;
+  c.cat[static_cast<int>(MemCategory::params)] = 8 << 20;
+  c.cat[static_cast<int>(MemCategory::params_unsharded)] = 4 << 10;
+  c.cat[static_cast<int>(MemCategory::activations)] = 64 << 20;
+  ValueAxis va{static_cast<double>(80 << 20), 200, 100};
+  auto bands = memory_bands({c}, va);
+  ASSERT_EQ(bands.size(), 3u);
+  const BandRect& last = bands.back();
+  EXPECT_EQ(last.category, MemCategory::params_unsharded);
+  EXPECT_TRUE(last.widened);
+  EXPECT_DOUBLE_EQ(last.y_bottom - last.y_top, kMinBandPx);
+  for (size_t i = 0; i + 1 < bands.size(); ++i) EXPECT_FALSE(bands[i].widened);
+  // The total is where it was: the top of the highest ordinary band.
+  double top = 1e9;
+  for (const BandRect& b : bands) top = std::min(top, b.y_top);
+  EXPECT_DOUBLE_EQ(top, std::round(va.to_y(double((8 << 20) + (4 << 10) + (64 << 20)))));
 }
 
 }  // namespace shardlab::viewer

@@ -202,6 +202,67 @@ TEST(ViewerScreenshot, WaitsForARunThatHasNotStartedAndFollowsItLive) {
   EXPECT_EQ(r0["ranks"], 2);
 }
 
+TEST(ViewerScreenshot, MarksLandOnTheSpanTheMemoryAndTheUnitTheyName) {
+  if (!have_xvfb_run()) GTEST_SKIP() << "xvfb-run not found (Debian: apt-get install xvfb xauth)";
+  std::string dir = work_dir("shot_marks");
+  make_run(dir + "/fsdp", "--ranks 2 --steps 4 --units 3");
+  // Rank 1's first all-gather, from the events, as a page's script would pick it.
+  std::ifstream events(dir + "/fsdp/rank1.jsonl");
+  int64_t t_ag = -1;
+  for (std::string line; t_ag < 0 && std::getline(events, line);) {
+    auto e = nlohmann::json::parse(line);
+    if (e["kind"] == "span" && e["op"] == "all_gather") t_ag = e["t_start"].get<int64_t>();
+  }
+  ASSERT_GE(t_ag, 0);
+  std::string t = std::to_string(t_ag);
+  std::string png = dir + "/marks.png";
+  ASSERT_EQ(screenshot(dir + "/fsdp", png,
+                       "--mark 1:comm:1:" + t + " --mark 2:memory:0:" + t +
+                           " --mark 3:units:2:" + t + " --mark 4:compute:9:" + t),
+            0)
+      << read_text(png + ".log");
+  Image im;
+  ASSERT_TRUE(im.load(png));
+  nlohmann::json rep = nlohmann::json::parse(read_text(dir + "/marks.json"));
+  const auto& marks = rep["marks"];
+  ASSERT_EQ(marks.size(), 4u);
+  const auto& r0 = rep["panels"]["runs"][0];
+  const char* plot[] = {"timeline_plot", "memory_plot", "units_plot"};
+  for (int k = 0; k < 3; ++k) {
+    const auto& m = marks[k];
+    EXPECT_EQ(m["number"], k + 1);
+    ASSERT_TRUE(m["shown"].get<bool>()) << m.dump();
+    const auto& r = r0[plot[k]];
+    double x = m["x"], y = m["y"];
+    EXPECT_GE(x, r[0].get<double>()) << m.dump();
+    EXPECT_LT(x, r[0].get<double>() + r[2].get<double>()) << m.dump();
+    EXPECT_GE(y, r[1].get<double>()) << m.dump();
+    EXPECT_LT(y, r[1].get<double>() + r[3].get<double>()) << m.dump();
+    // The disc is drawn above the point: white pixels beside its number, a white stem below it.
+    EXPECT_GT(
+        im.count({static_cast<int>(x) - 9, static_cast<int>(y) - 32, 18, 20}, {255, 255, 255}), 40)
+        << m.dump();
+  }
+  // The same time on all three: one x.
+  EXPECT_DOUBLE_EQ(marks[0]["x"].get<double>(), marks[1]["x"].get<double>());
+  EXPECT_DOUBLE_EQ(marks[0]["x"].get<double>(), marks[2]["x"].get<double>());
+  // No rank 9: reported, not drawn.
+  EXPECT_FALSE(marks[3]["shown"].get<bool>());
+}
+
+TEST(ViewerCommandLine, AMalformedMarkIsRefusedBeforeAnyWindow) {
+  std::string dir = work_dir("bad_mark");
+  std::string err = dir + "/err.txt";
+  for (const char* spec : {"1:network:0:5", "1:comm:0:5:3"}) {
+    int rc = run("env -u DISPLAY " + std::string(SHARDLAB_VIEWER_EXE) + " " + dir + " --mark " +
+                 spec + " 2>" + err + " >/dev/null");
+    EXPECT_EQ(rc, 2) << spec;
+    std::string text = read_text(err);
+    EXPECT_NE(text.find(std::string("--mark '") + spec + "'"), std::string::npos) << text;
+    EXPECT_EQ(text.find("no display"), std::string::npos) << "checked before GLFW: " << text;
+  }
+}
+
 TEST(ViewerCommandLine, NoDisplayIsAClearErrorNotACrash) {
   std::string dir = work_dir("no_display");
   std::string err = dir + "/err.txt";

@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include "viewer/app/batch.hpp"
+#include "viewer/app/marks.hpp"
 #include "viewer/app/panels/panels.hpp"
 #include "viewer/app/view_control.hpp"
 #include "viewer/app/viewer_state.hpp"
@@ -29,6 +30,7 @@ struct Options {
   int at_step = -1;
   int width = 1600, height = 1000;
   bool overlay = false;
+  std::vector<Mark> marks;
   BatchOptions batch;
 };
 
@@ -84,6 +86,7 @@ int run_viewer(const Options& opt) {
   ViewerState s;
   s.time = TimeView(static_cast<int>(opt.runs.size()));
   s.overlay_ranks = opt.overlay;
+  s.marks = opt.marks;
   s.requested_step = opt.at_step;
   for (const std::string& dir : opt.runs) {
     RunView rv;
@@ -114,6 +117,7 @@ int run_viewer(const Options& opt) {
     show_timeline_panel(s);
     show_units_panel(s);
     show_summary_panel(s);
+    draw_marks(s);
     ImGui::Render();
     batch.frame_built();
 
@@ -172,10 +176,30 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(64, 16384))
       ->capture_default_str();
   app.add_flag("--overlay", opt.overlay, "memory of all ranks overlaid in one plot (totals)");
+  std::vector<std::string> mark_specs;
+  app.add_option("--mark", mark_specs,
+                 "draw a numbered callout N on PANEL (memory, compute, comm, units) at ROW (a "
+                 "rank, or a unit of the units panel's rank) and trace time T_NS (the events' "
+                 "ns clock), in run RUN (0 = the first directory): N:PANEL:ROW:T_NS[:RUN]; "
+                 "repeatable");
   app.add_option("--mouse", batch.mouse, "with --frames: put the mouse at X Y (shows that tooltip)")
       ->expected(2);
   CLI11_PARSE(app, argc, argv);
   if (!batch.screenshot.empty() && batch.frames <= 0) batch.frames = 3;
+  for (const std::string& spec : mark_specs) {
+    shardlab::viewer::Mark m;
+    std::string err;
+    if (!shardlab::viewer::parse_mark(spec, &m, &err)) {
+      std::fprintf(stderr, "shardlab-viewer: %s\n", err.c_str());
+      return 2;
+    }
+    if (m.run >= static_cast<int>(opt.runs.size())) {
+      std::fprintf(stderr, "shardlab-viewer: --mark '%s': run %d, but only %zu run directories\n",
+                   spec.c_str(), m.run, opt.runs.size());
+      return 2;
+    }
+    opt.marks.push_back(m);
+  }
   try {
     return shardlab::viewer::run_viewer(opt);
   } catch (const std::exception& e) {

@@ -86,6 +86,7 @@ void write_report(const std::string& path, const ViewerState& s, int win_w, int 
        {UnitState::sharded, UnitState::gathering, UnitState::unsharded, UnitState::resharded})
     j["colors"]["unit_states"][unit_state_name(st)] = rgb(unit_state_color(st));
   j["colors"]["exposed"] = rgb(kExposedColor);
+  j["marks"] = marks_json(s.placed_marks);
   std::ofstream(path) << j.dump(2) << "\n";
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "viewer/model/live_run.hpp"
+#include "viewer/model/marks.hpp"
 #include "viewer/model/panel_layout.hpp"
 #include "viewer/model/time_view.hpp"
 
@@ -36,7 +37,9 @@ struct ViewerState {
   int requested_step = -1;   // --at-step, applied once that step exists
   double hover_rel_x = NAN;  // cursor position relative to the time axes, NaN when elsewhere
   Rect summary_plot;
-  std::string message;  // one-line status shown in the toolbar (startup problems)
+  std::string message;                   // one-line status shown in the toolbar (startup problems)
+  std::vector<Mark> marks;               // --mark callouts
+  std::vector<PlacedMark> placed_marks;  // where they landed in the last frame
 };
 
 }  // namespace shardlab::viewer

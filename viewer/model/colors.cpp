@@ -26,10 +26,10 @@ constexpr Rgba kOp[kNumOpKinds] = {
     {127, 127, 127, 255},  // other: grey
 };
 constexpr Rgba kUnitState[4] = {
-    {58, 63, 75, 255},    // sharded: slate
-    {232, 163, 61, 255},  // gathering: amber
-    {76, 183, 130, 255},  // unsharded: green
-    {90, 98, 114, 255},   // resharded: lighter slate (sharded again)
+    {58, 63, 75, 255},     // sharded: slate
+    {232, 163, 61, 255},   // gathering: amber
+    {76, 183, 130, 255},   // unsharded: green
+    {165, 178, 199, 255},  // resharded: light steel: sharded again after use, this step
 };
 constexpr Rgba kRank[8] = {{240, 240, 240, 255}, {255, 99, 132, 255}, {54, 162, 235, 255},
                            {255, 206, 86, 255},  {75, 192, 192, 255}, {153, 102, 255, 255},

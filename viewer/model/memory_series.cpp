@@ -99,10 +99,12 @@ std::vector<BandRect> memory_bands(const std::vector<MemColumn>& cols, const Val
     for (int k = 0; k < kNumMemCategories; ++k) {
       double yt = std::round(va.to_y(static_cast<double>(st.top(k, c.cat))));
       double yb = std::round(va.to_y(static_cast<double>(st.bottom[k])));
-      if (c.cat[k] <= 0 || yb - yt < 1) {
+      if (c.cat[k] <= 0) {
         open[k] = -1;
         continue;
       }
+      bool widened = yb - yt < kMinBandPx;
+      if (widened) yt = yb - kMinBandPx;
       if (open[k] >= 0) {
         BandRect& r = out[open[k]];
         if (r.y_top == yt && r.y_bottom == yb && r.x1 == c.x0) {
@@ -111,9 +113,10 @@ std::vector<BandRect> memory_bands(const std::vector<MemColumn>& cols, const Val
         }
       }
       open[k] = static_cast<int>(out.size());
-      out.push_back({c.x0, c.x1, yt, yb, static_cast<MemCategory>(k)});
+      out.push_back({c.x0, c.x1, yt, yb, static_cast<MemCategory>(k), widened});
     }
   }
+  std::stable_partition(out.begin(), out.end(), [](const BandRect& b) { return !b.widened; });
   return out;
 }
 

@@ -66,11 +66,16 @@ struct BandRect {
   double x0 = 0, x1 = 0;
   double y_top = 0, y_bottom = 0;  // pixels, rounded to whole pixels
   MemCategory category = MemCategory::params;
+  bool widened = false;  // drawn kMinBandPx tall although its bytes round to less
 };
+// A category holding any bytes is never drawn thinner than this, so a small model's gathered
+// parameters (a few KiB beside MiB of activations) still show; such a band grows upward over its
+// neighbour's bottom pixel and is drawn last. The stack's top (the total) is not moved.
+inline constexpr double kMinBandPx = 2;
 // The stacked plot as rectangles: each category's band in each column, with y rounded to whole
 // pixels, and neighbouring columns whose band covers the same pixels merged into one rectangle
-// (a persistent category becomes one rectangle however many columns it spans). Bands thinner
-// than a pixel after rounding are left out.
+// (a persistent category becomes one rectangle however many columns it spans). Widened bands
+// come after all others in the result, so drawing in order leaves them on top.
 std::vector<BandRect> memory_bands(const std::vector<MemColumn>& cols, const ValueAxis& va);
 
 }  // namespace shardlab::viewer

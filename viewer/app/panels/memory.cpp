@@ -16,6 +16,11 @@
 
 namespace shardlab::viewer {
 
+ValueAxis memory_row_axis(const Rect& canvas, int row, int rows, int64_t v_max) {
+  double row_h = canvas.h / rows;
+  return {static_cast<double>(v_max), canvas.y + (row + 1) * row_h - 3, row_h - 6};
+}
+
 void show_memory_panel(ViewerState& s) {
   const int64_t v_max = shared_memory_scale(s);
   std::vector<LegendItem> legend;
@@ -50,7 +55,7 @@ void show_memory_panel(ViewerState& s) {
     double y_cursor_row = hovered ? std::floor((io.MousePos.y - c.y) / row_h) : -1;
     for (int row = 0; row < rows; ++row) {
       double top = c.y + row * row_h;
-      ValueAxis va{static_cast<double>(v_max), top + row_h - 3, row_h - 6};
+      ValueAxis va = memory_row_axis(c, row, rows, v_max);
       dl->AddRectFilled(v2(axis.x0(), va.to_y(v_max)), v2(axis.x0() + axis.width(), va.y_bottom),
                         IM_COL32(255, 255, 255, 10));
       std::string label = s.overlay_ranks ? "all ranks" : "rank " + std::to_string(row);
@@ -103,7 +108,7 @@ void show_memory_panel(ViewerState& s) {
       if (s.overlay_ranks) {
         // Overlaid: the rank whose total is closest to the cursor.
         int64_t t = static_cast<int64_t>(axis.to_t(io.MousePos.x));
-        ValueAxis va{static_cast<double>(v_max), c.y + c.h - 3, c.h - 6};
+        ValueAxis va = memory_row_axis(c, 0, 1, v_max);
         double best = 1e300;
         for (int r = 0; r < n; ++r) {
           double d = std::abs(va.to_y(double(m.ranks[r].mem.at(t).total)) - io.MousePos.y);

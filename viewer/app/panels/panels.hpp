@@ -4,6 +4,8 @@
 #pragma once
 
 #include "viewer/app/viewer_state.hpp"
+#include "viewer/model/gantt.hpp"
+#include "viewer/model/time_axis.hpp"
 
 namespace shardlab::viewer {
 
@@ -17,5 +19,14 @@ void show_timeline_panel(ViewerState& s);
 void show_units_panel(ViewerState& s);
 // The table of figures per run beside the peak memory of every rank (summary.cpp).
 void show_summary_panel(ViewerState& s);
+
+// Where rows sit inside a panel's canvas (the rectangle RunView records as memory_plot,
+// timeline_plot or units_plot); the panels draw with these and --mark places its numbers with them.
+// Memory: row `row` of `rows`, on a value axis up to v_max.
+ValueAxis memory_row_axis(const Rect& canvas, int row, int rows, int64_t v_max);
+// Timeline: the two lanes of each of n ranks, below the time ruler.
+GanttRows timeline_rows(const Rect& canvas, int n_ranks);
+// Units: the height of one unit's strip.
+double unit_row_height(const Rect& canvas, int n_units);
 
 }  // namespace shardlab::viewer

@@ -15,6 +15,14 @@
 
 namespace shardlab::viewer {
 
+namespace {
+constexpr double kRulerH = 30;  // the time ruler's labels and ticks above the lanes
+}  // namespace
+
+GanttRows timeline_rows(const Rect& canvas, int n_ranks) {
+  return fit_rows(canvas.y + kRulerH + 2, canvas.h - kRulerH - 2, n_ranks);
+}
+
 void show_timeline_panel(ViewerState& s) {
   std::vector<LegendItem> legend;
   for (int k = 0; k < kNumOpKinds; ++k)
@@ -36,8 +44,7 @@ void show_timeline_panel(ViewerState& s) {
       ImGui::End();
       continue;
     }
-    const double ruler_h = 30;
-    GanttRows rows = fit_rows(c.y + ruler_h + 2, c.h - ruler_h - 2, n);
+    GanttRows rows = timeline_rows(c, n);
     dl->PushClipRect(v2(c.x, c.y), v2(c.x + c.w, c.y + c.h), true);
     for (int r = 0; r < n; ++r) {
       for (Lane lane : {Lane::compute, Lane::comm}) {

@@ -13,6 +13,10 @@
 
 namespace shardlab::viewer {
 
+double unit_row_height(const Rect& canvas, int n_units) {
+  return std::clamp(canvas.h / std::max(n_units, 1), 2.0, 18.0);
+}
+
 void show_units_panel(ViewerState& s) {
   std::vector<LegendItem> legend;
   for (UnitState st :
@@ -43,7 +47,7 @@ void show_units_panel(ViewerState& s) {
       continue;
     }
     int nu = strips->n_units();
-    double row_h = std::clamp(c.h / nu, 2.0, 18.0);
+    double row_h = unit_row_height(c, nu);
     dl->PushClipRect(v2(c.x, c.y), v2(c.x + c.w, c.y + c.h), true);
     ImGuiIO& io = ImGui::GetIO();
     int hover_unit = hovered ? static_cast<int>((io.MousePos.y - c.y) / row_h) : -1;
