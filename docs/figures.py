@@ -12,6 +12,7 @@ Without --slow only the figures that take seconds run; --slow adds those that ta
 trained-loss table of docs/data.md). Names pick figures. The pages' other figures are listed in
 docs/README.md (what this script does not regenerate, and why)."""
 import argparse
+import importlib.util
 import os
 import re
 import subprocess
@@ -105,6 +106,16 @@ def data_table(cwd):
     return "\n".join(rows)
 
 
+def viewer_tour(cwd):
+    """docs/viewer-tour.md: three short runs, two annotated screenshots (docs/img/tour_*.png) and
+    the callouts' text (docs/viewer_tour.py)."""
+    spec = importlib.util.spec_from_file_location("viewer_tour",
+                                                  os.path.join(ROOT, "docs", "viewer_tour.py"))
+    tour = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tour)
+    return tour.make(cwd)
+
+
 # name: (pages, make(cwd) -> block, slow)
 FIGURES = {
     "demo": (["README.md", "docs/fsdp.md"], demo_table, False),
@@ -117,6 +128,7 @@ FIGURES = {
     "lesson05-steps60": (["docs/lessons/05_hybrid.md"], lesson5_sixty_steps, False),
     "plan-tiny": (["docs/lessons/06_from_lessons_to_core.md"], plan_tiny, False),
     "data-loss": (["docs/data.md"], data_table, True),
+    "viewer-tour": (["docs/viewer-tour.md"], viewer_tour, False),
 }
 
 

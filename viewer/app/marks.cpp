@@ -44,24 +44,38 @@ bool place(const ViewerState& s, const Mark& k, int64_t v_max, double* x, double
       if (n == 0) return false;
       const UnitStrips& strips = m.ranks[std::clamp(rv.units_rank, 0, n - 1)].units;
       if (k.row >= strips.n_units()) return false;
-      *y = rv.units_plot.y + k.row * unit_row_height(rv.units_plot, strips.n_units());
-      return rv.units_plot.contains(*x, *y + 1);
+      double row_h = unit_row_height(rv.units_plot, strips.n_units());
+      *y = rv.units_plot.y + (k.row + 0.5) * row_h;  // the strip's middle
+      return rv.units_plot.contains(*x, *y);
     }
   }
   return false;
 }
 
-void draw_one(ImDrawList* dl, const Mark& k, double x, double y) {
-  ImVec2 tip = v2(x, y);
-  ImVec2 center = v2(x, y - kStem - kRadius);
-  if (center.y < kRadius + 1) center.y = kRadius + 1;  // a point at the very top: disc beside it
-  dl->AddLine(v2(x, center.y + kRadius), tip, IM_COL32(255, 255, 255, 255), 2.0f);
+// A white disc with a black rim and the mark's number.
+void draw_disc(ImDrawList* dl, const Mark& k, ImVec2 center) {
   dl->AddCircleFilled(center, kRadius + 1.5f, IM_COL32(0, 0, 0, 255), 24);
   dl->AddCircleFilled(center, kRadius, IM_COL32(255, 255, 255, 255), 24);
   std::string label = std::to_string(k.number);
   ImVec2 size = ImGui::CalcTextSize(label.c_str());
   dl->AddText(v2(center.x - size.x / 2, center.y - size.y / 2), IM_COL32(0, 0, 0, 255),
               label.c_str());
+}
+
+// Above the point, with a stem down to it; in the units panel, whose strips are thinner than the
+// disc, to the right of it so the disc does not hide the strip above.
+void draw_one(ImDrawList* dl, const Mark& k, double x, double y) {
+  ImVec2 tip = v2(x, y);
+  if (k.panel == MarkPanel::units) {
+    ImVec2 center = v2(x + kStem + kRadius, y);
+    dl->AddLine(tip, v2(center.x - kRadius, y), IM_COL32(255, 255, 255, 255), 2.0f);
+    draw_disc(dl, k, center);
+    return;
+  }
+  ImVec2 center = v2(x, y - kStem - kRadius);
+  if (center.y < kRadius + 1) center.y = kRadius + 1;  // a point at the very top
+  dl->AddLine(v2(x, center.y + kRadius), tip, IM_COL32(255, 255, 255, 255), 2.0f);
+  draw_disc(dl, k, center);
 }
 
 }  // namespace
