@@ -106,14 +106,24 @@ def data_table(cwd):
     return "\n".join(rows)
 
 
+def load_module(name):
+    """docs/NAME.py, a figure maker with its own command line."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "docs", name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def viewer_tour(cwd):
     """docs/viewer-tour.md: three short runs, two annotated screenshots (docs/img/tour_*.png) and
     the callouts' text (docs/viewer_tour.py)."""
-    spec = importlib.util.spec_from_file_location("viewer_tour",
-                                                  os.path.join(ROOT, "docs", "viewer_tour.py"))
-    tour = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tour)
-    return tour.make(cwd)
+    return load_module("viewer_tour").make(cwd)
+
+
+def bench_explained(cwd):
+    """docs/bench/README.md's "Why these results": traced runs of the benchmark's shapes split
+    into compute, optimizer and communication, and a screenshot (docs/bench_explained.py)."""
+    return load_module("bench_explained").make(cwd)
 
 
 # name: (pages, make(cwd) -> block, slow)
@@ -129,6 +139,7 @@ FIGURES = {
     "plan-tiny": (["docs/lessons/06_from_lessons_to_core.md"], plan_tiny, False),
     "data-loss": (["docs/data.md"], data_table, True),
     "viewer-tour": (["docs/viewer-tour.md"], viewer_tour, False),
+    "bench-explained": (["docs/bench/README.md"], bench_explained, False),
 }
 
 
