@@ -106,6 +106,15 @@ def data_table(cwd):
     return "\n".join(rows)
 
 
+def summary_tiny(cwd):
+    """docs/observability.md: a short traced run and `shardlab summary` of it (the block is also
+    run by the docs.commands test, hence its docs-test comment)."""
+    train = "shardlab train --model tiny --ranks 2 --steps 6 --batch 4 --seq 32 --run-dir runs/t"
+    run("build/bin/" + train + " --overwrite", cwd)
+    out = run("build/bin/shardlab summary runs/t", cwd).rstrip("\n").split("\n")
+    return "<!-- docs-test: run -->\n" + fenced([f"$ {train}", "$ shardlab summary runs/t"] + out)
+
+
 def load_module(name):
     """docs/NAME.py, a figure maker with its own command line."""
     spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "docs", name + ".py"))
@@ -138,6 +147,7 @@ FIGURES = {
     "lesson05-steps60": (["docs/lessons/05_hybrid.md"], lesson5_sixty_steps, False),
     "plan-tiny": (["docs/lessons/06_from_lessons_to_core.md"], plan_tiny, False),
     "data-loss": (["docs/data.md"], data_table, True),
+    "summary-tiny": (["docs/observability.md"], summary_tiny, False),
     "viewer-tour": (["docs/viewer-tour.md"], viewer_tour, False),
     "bench-explained": (["docs/bench/README.md"], bench_explained, False),
 }
