@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <string>
 
 #include "core/base/error.hpp"
 
@@ -67,10 +68,13 @@ RunData make_synthetic_run(const SyntheticOptions& opt, const std::string& dir) 
     int64_t start = 0;
     for (int r = 0; r < N; ++r) start = std::max({start, issue[r], sim[r].t_comm});
     int64_t end = start + comm_ns(bytes);
+    // What each rank sends in a ring: (N-1)/N of the buffer, twice for an all-reduce.
+    int64_t sent = bytes * (N - 1) / N * (std::string(op) == "all_reduce" ? 2 : 1);
     for (int r = 0; r < N; ++r) {
       sim[r].t_comm = end;
-      run.ranks[r].spans.push_back(
-          {Lane::comm, op, unit, bytes, DType::f32, issue[r], start, end, -1});
+      SpanEvent e{Lane::comm, op, unit, bytes, DType::f32, issue[r], start, end, -1};
+      e.sent = sent;
+      run.ranks[r].spans.push_back(e);
     }
     return end;
   };
@@ -215,20 +219,16 @@ std::vector<std::pair<int64_t, std::string>> rank_lines(const RunData& run, int 
                                          {"cat_total", e.cat_total},
                                          {"total", e.total}}
                               .dump());
-  for (const SpanEvent& e : tr.spans)
-    out.emplace_back(e.t_end, nlohmann::json{{"t", e.t_end},
-                                             {"rank", rank},
-                                             {"kind", "span"},
-                                             {"lane", lane_name(e.lane)},
-                                             {"op", e.op},
-                                             {"unit", e.unit},
-                                             {"bytes", e.bytes},
-                                             {"dtype", dtype_name(e.dtype)},
-                                             {"t_issue", e.t_issue},
-                                             {"t_start", e.t_start},
-                                             {"t_end", e.t_end},
-                                             {"t_wait", e.t_wait}}
-                                  .dump());
+  for (const SpanEvent& e : tr.spans) {
+    nlohmann::json j{{"t", e.t_end},         {"rank", rank},
+                     {"kind", "span"},       {"lane", lane_name(e.lane)},
+                     {"op", e.op},           {"unit", e.unit},
+                     {"bytes", e.bytes},     {"dtype", dtype_name(e.dtype)},
+                     {"t_issue", e.t_issue}, {"t_start", e.t_start},
+                     {"t_end", e.t_end},     {"t_wait", e.t_wait}};
+    if (e.sent >= 0) j["sent"] = e.sent;
+    out.emplace_back(e.t_end, j.dump());
+  }
   for (const UnitEvent& e : tr.units)
     out.emplace_back(e.t, nlohmann::json{{"t", e.t},
                                          {"rank", rank},

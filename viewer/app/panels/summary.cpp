@@ -51,9 +51,11 @@ std::string collective_cell(const RunModel& m, OpKind k) {
   if (o.count == 0) return "-";
   // Sent bytes first, the figure the demo and the lessons print; the buffer size (busbw's base)
   // only with its label.
-  const std::string sent = o.sent >= 0 ? per_step(double(o.sent), rank_steps(m), true) : "?";
-  return "sent " + sent + " per rank (buffer " + per_step(double(o.bytes), rank_steps(m), true) +
-         "), busbw " + format_rate(o.bandwidth.busbw);
+  const std::string buffer = per_step(double(o.bytes), rank_steps(m), true);
+  const std::string bw = ", busbw " + format_rate(o.bandwidth.busbw);
+  if (o.sent < 0) return "buffer " + buffer + " (sent not recorded: an older run)" + bw;
+  return "sent " + per_step(double(o.sent), rank_steps(m), true) + " per rank (buffer " + buffer +
+         ")" + bw;
 }
 
 // Per-rank time spent waiting for the last rank to arrive.
