@@ -30,6 +30,11 @@ def rows_of(path):
         runs[key].append(b)
     if not order:
         sys.exit(f"{path}: no bench_wrap iterations (was it run with --benchmark_report_aggregates_only?)")
+    # Presets small to large, policies in bench_wrap's default order (others after, as run).
+    presets = ["tiny", "small", "medium"]
+    wraps = ["block", "whole", "layer", "blocks:2", "size:300000", "size:1000000"]
+    rank = lambda lst, x: lst.index(x) if x in lst else len(lst)
+    order.sort(key=lambda k: (rank(presets, k[0]), rank(wraps, k[1])))
     out = []
     for key in order:
         reps = runs[key]
