@@ -59,7 +59,9 @@ WrapPlan make_wrap_plan(const GPTConfig& cfg, const WrapPolicy& p) {
   SL_CHECK(L >= 1, "wrap: the model has ", L, " blocks");
   WrapPlan w;
   const UnitLayout block0 = unit_layout(cfg, block_unit(0));
-  w.attn_numel = block0.find("h.0.ln_2.weight").offset;
+  w.attn_numel = block_attn_numel(cfg);  // the layers' split (params.hpp), where ln_2 starts
+  SL_CHECK(block0.find("h.0.ln_2.weight").offset == w.attn_numel,
+           "wrap: a block's MLP half does not start at ln_2 (core/model/params.hpp)");
   w.mlp_numel = block0.numel - w.attn_numel;
   const int64_t root_numel = unit_layout(cfg, kRootUnit).numel;
 
