@@ -83,11 +83,14 @@ RunInfo read_run_info(const RunData& run) {
       auto c = cfg->find("mem_limit");
       if (c != cfg->end()) info.mem_limit = meta_bytes(*c);
     }
+    // At most one name per possible unit of a real run (a damaged list sizes nothing).
     if (auto units = m.find("units"); units != m.end() && units->is_array())
-      for (const nlohmann::json& u : *units)
+      for (const nlohmann::json& u : *units) {
+        if (info.unit_names.size() >= RunInfo::kMaxUnitNames) break;
         info.unit_names.push_back(u.is_object() && u.contains("name") && u.at("name").is_string()
                                       ? u.at("name").get<std::string>()
                                       : std::string());
+      }
   }
   if (info.world <= 0) info.world = static_cast<int>(run.ranks.size());
   if (info.name.empty()) {

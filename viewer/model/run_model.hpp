@@ -31,6 +31,7 @@ struct RunInfo {
   // meta "units"[u].name: what FSDP unit u holds ("root", "blocks 0-1", "block 3 attn"), as the
   // run's wrap policy made them; empty when meta.json does not say (older runs).
   std::vector<std::string> unit_names;
+  static constexpr size_t kMaxUnitNames = 65536;
 };
 RunInfo read_run_info(const RunData& run);
 // "unit 3: block 2" (or "unit 3" when the run does not name its units).
