@@ -44,7 +44,7 @@ constexpr PresetRun kPresetRuns[] = {{"tiny", 4, 64}, {"small", 2, 64}, {"medium
 const PresetRun& preset_run(const std::string& name) {
   for (const PresetRun& p : kPresetRuns)
     if (name == p.name) return p;
-  SL_THROW(InvalidArgument, "bench_wrap: --presets: unknown preset '", name,
+  SL_THROW(InvalidArgument, "--presets: unknown preset '", name,
            "' (expected tiny, small or medium)");
 }
 
@@ -112,6 +112,20 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+// "--ranks=4" -> 4; anything but a whole number is an error naming the flag.
+int parse_int(const std::string& flag, const std::string& text) {
+  size_t used = 0;
+  int v = 0;
+  try {
+    v = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size())
+    SL_THROW(InvalidArgument, flag, "=", text, ": not a whole number");
+  return v;
+}
+
 // Takes this program's own flags out of argv (Google Benchmark rejects unknown ones).
 Options parse_own_flags(int* argc, char** argv) {
   Options o;
@@ -123,16 +137,16 @@ Options parse_own_flags(int* argc, char** argv) {
     } else if (a.rfind("--wraps=", 0) == 0) {
       o.wraps = split_list(a.substr(8));
     } else if (a.rfind("--ranks=", 0) == 0) {
-      o.ranks = std::stoi(a.substr(8));
+      o.ranks = parse_int("--ranks", a.substr(8));
     } else if (a.rfind("--prefetch=", 0) == 0) {
-      o.prefetch = std::stoi(a.substr(11));
+      o.prefetch = parse_int("--prefetch", a.substr(11));
     } else {
       argv[out++] = argv[i];
     }
   }
   *argc = out;
-  SL_CHECK(o.ranks >= 1, "bench_wrap: --ranks ", o.ranks, " must be >= 1");
-  SL_CHECK(o.prefetch >= 0, "bench_wrap: --prefetch ", o.prefetch, " must be >= 0");
+  SL_CHECK(o.ranks >= 1, "--ranks ", o.ranks, " must be >= 1");
+  SL_CHECK(o.prefetch >= 0, "--prefetch ", o.prefetch, " must be >= 0");
   for (const std::string& w : o.wraps) parse_wrap_policy(w);  // "--wrap X: ..." on a bad one
   return o;
 }
