@@ -56,6 +56,10 @@ struct TrainReport {
   double comm_share = 0;            // comm time (union of comm spans) / step time, mean over ranks
   double exposed_share = 0;         // exposed comm time / step time, mean over ranks
   double exposed_of_comm = 0;       // exposed comm / comm time (summary.json's fraction), mean
+  double exposed_ms_per_step = 0;   // exposed comm time per timed step, mean over ranks
+  double collectives_per_step = 0;  // comm spans (collective calls) per timed step, max over ranks
+  MemArray peak_of{};  // each category's own peak, max over ranks (peak_of[params_unsharded]: the
+                       // most gathered parameters ever held at once)
 };
 
 // Fixed tokens for one rank (the same every step: the benchmark measures speed, not learning).
@@ -143,7 +147,9 @@ class LockstepTrainer {
     kStepNs,
     kCommNs,
     kExposedNs,
-    kNumFields
+    kCollectives,
+    kPeakOf0,
+    kNumFields = kPeakOf0 + kNumMemCategories
   };
 
   [[noreturn]] void rethrow_locked(std::unique_lock<std::mutex>& lock) {
@@ -213,13 +219,16 @@ class LockstepTrainer {
 
     // Exposed communication over the timed steps, from this rank's spans.
     std::vector<Interval> compute, comm;
+    int64_t collectives = 0;
     std::istringstream lines(rec->buffered_text());
     for (std::string line; std::getline(lines, line);) {
       if (line.find("\"kind\":\"span\"") == std::string::npos) continue;
       const nlohmann::json j = nlohmann::json::parse(line);
       const int64_t a = j.at("t_start").get<int64_t>(), b = j.at("t_end").get<int64_t>();
       if (a < t_timed) continue;
-      (j.at("lane") == "comm" ? comm : compute).emplace_back(a, b);
+      const bool is_comm = j.at("lane") == "comm";
+      collectives += is_comm ? 1 : 0;
+      (is_comm ? comm : compute).emplace_back(a, b);
     }
     const std::vector<Interval> comm_u = interval_union(std::move(comm));
     const int64_t comm_ns = total_length(comm_u);
@@ -236,6 +245,10 @@ class LockstepTrainer {
     mine[kStepNs] = static_cast<float>(step_ns);
     mine[kCommNs] = static_cast<float>(comm_ns);
     mine[kExposedNs] = static_cast<float>(exposed_ns);
+    mine[kCollectives] =
+        steps > 0 ? static_cast<float>(collectives) / static_cast<float>(steps) : 0;
+    const MemArray peaks = ctx.tracker->peak_all();
+    for (int c = 0; c < kNumMemCategories; ++c) mine[kPeakOf0 + c] = kib(peaks[c]);
 
     const int N = ctx.world;
     std::vector<float> all(static_cast<size_t>(N) * kNumFields);
@@ -257,6 +270,11 @@ class LockstepTrainer {
         rep.exposed_share += f[kExposedNs] / f[kStepNs] / N;
       }
       if (f[kCommNs] > 0) rep.exposed_of_comm += f[kExposedNs] / f[kCommNs] / N;
+      if (steps > 0) rep.exposed_ms_per_step += 1e-6 * f[kExposedNs] / steps / N;
+      rep.collectives_per_step =
+          std::max(rep.collectives_per_step, static_cast<double>(f[kCollectives]));
+      for (int c = 0; c < kNumMemCategories; ++c)
+        rep.peak_of[c] = std::max(rep.peak_of[c], bytes(f[kPeakOf0 + c]));
     }
     const float* t = &all[static_cast<size_t>(top) * kNumFields];
     rep.peak = bytes(t[kPeak]);

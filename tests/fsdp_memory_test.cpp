@@ -139,6 +139,7 @@ TEST(FsdpMemory, PlannedPeakIsTheMeasuredPeakUpToOneReductionStaging) {
     bool ckpt;
     DType pd;
     int max_inflight = 0;
+    const char* wrap = "block";
   };
   const Case cases[] = {
       {Strategy::no_shard, 2, 4, 1, 1, 0, false, DType::f32},
@@ -158,6 +159,23 @@ TEST(FsdpMemory, PlannedPeakIsTheMeasuredPeakUpToOneReductionStaging) {
       {Strategy::full_shard, 4, 2, 3, 2, 0, false, DType::f32},
       {Strategy::full_shard, 2, 4, 1, 2, 0, false, DType::bf16},
       {Strategy::hybrid_shard, 4, 4, 1, 2, 2, false, DType::f32},
+      // Every wrap policy (wrap_policy.hpp): one unit, halves, groups of blocks, and size:N with
+      // the attention halves left in the root (C = 32: attention 4288, MLP 8416 parameters).
+      {Strategy::full_shard, 4, 4, 1, 1, 0, false, DType::f32, 0, "whole"},
+      {Strategy::full_shard, 4, 4, 1, 1, 0, false, DType::f32, 0, "layer"},
+      {Strategy::full_shard, 3, 4, 1, 1, 0, false, DType::f32, 0, "blocks:3"},
+      {Strategy::full_shard, 4, 4, 1, 1, 0, false, DType::f32, 0, "size:5000"},
+      {Strategy::full_shard, 4, 4, 1, 1, 0, false, DType::f32, 0, "size:1000"},
+      {Strategy::full_shard, 2, 8, 1, 2, 0, true, DType::f32, 0, "layer"},
+      {Strategy::full_shard, 2, 8, 1, 1, 0, true, DType::f32, 0, "size:5000"},
+      {Strategy::full_shard, 4, 2, 3, 2, 0, false, DType::f32, 0, "blocks:2"},
+      {Strategy::full_shard, 2, 4, 1, 2, 0, false, DType::bf16, 0, "layer"},
+      {Strategy::full_shard, 4, 4, 1, 2, 0, false, DType::f32, 2, "layer"},
+      {Strategy::shard_grad_op, 4, 4, 1, 1, 0, false, DType::f32, 0, "whole"},
+      {Strategy::shard_optim, 3, 4, 1, 1, 0, false, DType::f32, 0, "layer"},
+      {Strategy::no_shard, 2, 4, 1, 1, 0, false, DType::f32, 0, "blocks:2"},
+      {Strategy::hybrid_shard, 4, 4, 1, 2, 2, false, DType::f32, 0, "layer"},
+      {Strategy::hybrid_shard, 4, 4, 2, 1, 2, true, DType::bf16, 0, "size:5000"},
   };
   std::vector<int64_t> peaks;
   for (const Case& c : cases) {
@@ -167,11 +185,13 @@ TEST(FsdpMemory, PlannedPeakIsTheMeasuredPeakUpToOneReductionStaging) {
     ec.act_ckpt = c.ckpt;
     ec.param_dtype = ec.reduce_dtype = c.pd;
     ec.max_inflight_gathers = c.max_inflight;
+    ec.wrap = c.wrap;
     RunResult r = run_engine(model, ec, c.ranks, 2, c.B, 16, c.K);
     MemoryPlan plan = plan_memory(plan_input(ec, c.ranks, model, c.B, 16, c.K));
-    const std::string what = detail::concat(
-        strategy_name(c.s), " N=", c.ranks, " B=", c.B, " K=", c.K, " prefetch=", c.prefetch,
-        " ckpt=", c.ckpt, " ", dtype_name(c.pd), " max_inflight=", c.max_inflight);
+    const std::string what =
+        detail::concat(strategy_name(c.s), " N=", c.ranks, " B=", c.B, " K=", c.K,
+                       " prefetch=", c.prefetch, " ckpt=", c.ckpt, " ", dtype_name(c.pd),
+                       " max_inflight=", c.max_inflight, " wrap=", c.wrap);
     // A plan missing a prefetch depth is a gathered block too low: above no measured peak. In
     // fp32 a block is also larger than the slack, so a plan a depth too high fails as well.
     const int64_t block =
@@ -228,8 +248,12 @@ TEST(FsdpMemory, CapacityThatNoShardExceedsFullShardTrainsIn) {
 
 TEST(FsdpMemory, PlanMatchesTheTrainersPeak) {
   // End to end: `shardlab train` on 4 local ranks against `shardlab plan` for the same run.
-  for (Strategy s : {Strategy::no_shard, Strategy::full_shard}) {
+  const std::pair<Strategy, const char*> runs[] = {{Strategy::no_shard, "block"},
+                                                   {Strategy::full_shard, "block"},
+                                                   {Strategy::full_shard, "layer"}};
+  for (const auto& [s, wrap] : runs) {
     TrainConfig c;
+    c.engine.wrap = wrap;
     c.model = "tiny";
     c.steps = 2;
     c.batch = 16;
@@ -243,8 +267,9 @@ TEST(FsdpMemory, PlanMatchesTheTrainersPeak) {
     PlanInput in = plan_input(c.engine, 4, c.model_config(), 2, 32, 2);
     in.token_buffers = true;
     const MemoryPlan plan = plan_memory(in);
-    expect_measured_peak(plan, r.peak_bytes, strategy_name(s));
-    std::printf("shardlab train %s: peak %lld bytes, planned %lld\n", strategy_name(s),
-                static_cast<long long>(r.peak_bytes), static_cast<long long>(plan.peak_total()));
+    expect_measured_peak(plan, r.peak_bytes, std::string(strategy_name(s)) + " --wrap " + wrap);
+    std::printf("shardlab train %s --wrap %s: peak %lld bytes, planned %lld\n", strategy_name(s),
+                wrap, static_cast<long long>(r.peak_bytes),
+                static_cast<long long>(plan.peak_total()));
   }
 }

@@ -144,6 +144,39 @@ TEST(FsdpPlan, CapacityDecidesFit) {
   EXPECT_THROW(plan_memory(in), InvalidArgument);
 }
 
+TEST(FsdpPlan, WrapPolicyDecidesTheUnitsAndTheGatheredPeak) {
+  // small (C = 256, 4 blocks) on 4 ranks, full_shard, fp32. The units are the policy's; the
+  // gathered peak is the root plus the current and the prefetched unit (prefetch 1).
+  const GPTConfig m = GPTConfig::preset("small");
+  EngineConfig e;
+  e.strategy = Strategy::full_shard;
+  auto plan = [&](const char* wrap) {
+    e.wrap = wrap;
+    return plan_memory(plan_input(e, 4, m, 2, 64));
+  };
+  auto gathered = [](const MemoryPlan& p) {
+    return cat(p.transient, MemCategory::params_unsharded);
+  };
+  const MemoryPlan block = plan("block"), whole = plan("whole"), layer = plan("layer");
+  const int64_t root = 256 * 256 + 256 * 256 + 2 * 256, attn = 4 * 256 * 256 + 6 * 256,
+                mlp = 8 * 256 * 256 + 7 * 256;
+  EXPECT_EQ(block.input.unit_numels,
+            (std::vector<int64_t>{root, attn + mlp, attn + mlp, attn + mlp, attn + mlp}));
+  EXPECT_EQ(whole.input.unit_numels, (std::vector<int64_t>{m.num_params()}));
+  EXPECT_EQ(layer.input.unit_numels.size(), 9u);
+  EXPECT_EQ(gathered(whole), round_up(m.num_params(), 4) * 4);
+  EXPECT_EQ(gathered(block), (round_up(root, 4) + 2 * round_up(attn + mlp, 4)) * 4);
+  EXPECT_EQ(gathered(layer), (round_up(root, 4) + round_up(attn, 4) + round_up(mlp, 4)) * 4);
+  // Persistent state is the same 16 Psi / N up to each policy's padding.
+  EXPECT_EQ(whole.persistent_total() - whole.padding_bytes,
+            block.persistent_total() - block.padding_bytes);
+  // size:N in its middle regime: the MLP halves are units, the attention halves join the root.
+  const MemoryPlan sz = plan("size:300000");
+  EXPECT_EQ(sz.input.unit_numels, (std::vector<int64_t>{root + 4 * attn, mlp, mlp, mlp, mlp}));
+  e.wrap = "size:abc";
+  EXPECT_THROW(plan_memory(plan_input(e, 4, m, 2, 64)), InvalidArgument);
+}
+
 TEST(FsdpPlan, PlanCommandPrintsTheZeroExampleAndModelPlans) {
   PlanCommandOptions o;
   o.params = 7'500'000'000;

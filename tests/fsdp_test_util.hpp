@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/comm/launcher.hpp"
@@ -61,12 +63,13 @@ inline GlobalBatch make_batch(const GPTConfig& cfg, int rows, int T, int step) {
 }
 
 struct RunResult {
-  std::vector<std::vector<float>> params;  // per unit, unpadded, from rank 0
-  std::vector<StepStats> stats;            // rank 0's, per step
-  std::vector<float> losses;               // world-mean loss per step
-  std::vector<MemArray> persistent;        // per rank
-  std::vector<MemArray> peak;              // per rank, tracker peaks by category
-  std::vector<int64_t> peak_total;         // per rank
+  std::vector<std::vector<float>> params;           // per unit, unpadded, from rank 0
+  std::map<std::string, std::vector<float>> named;  // the same, by parameter name (any wrap)
+  std::vector<StepStats> stats;                     // rank 0's, per step
+  std::vector<float> losses;                        // world-mean loss per step
+  std::vector<MemArray> persistent;                 // per rank
+  std::vector<MemArray> peak;                       // per rank, tracker peaks by category
+  std::vector<int64_t> peak_total;                  // per rank
 };
 
 // Runs `steps` steps of the engine on `ranks` local ranks. Each step's global batch has
@@ -104,7 +107,13 @@ inline RunResult run_engine(const GPTConfig& model, EngineConfig ec, int ranks, 
     out.peak_total[ctx.rank] = ctx.tracker->peak_total();
     std::vector<std::vector<float>> params;
     for (int u = 0; u < eng.num_units(); ++u) params.push_back(eng.gather_unit_params(u));
-    if (ctx.rank == 0) out.params = std::move(params);
+    if (ctx.rank == 0) {
+      for (int u = 0; u < eng.num_units(); ++u)
+        for (const FlatEntry& e : eng.layout(u).entries())
+          out.named[e.name].assign(params[u].begin() + e.offset,
+                                   params[u].begin() + e.offset + e.numel);
+      out.params = std::move(params);
+    }
   });
   return out;
 }

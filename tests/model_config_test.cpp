@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <vector>
 
 #include "core/model/gpt.hpp"
 
@@ -122,9 +123,17 @@ TEST(ModelLayout, UnitsAreContiguousInHuggingFaceOrder) {
   EXPECT_EQ(blk.find("h.1.attn.c_attn.weight").shape, (std::vector<int64_t>{64, 192}));
   EXPECT_EQ(blk.find("h.1.mlp.c_proj.weight").shape, (std::vector<int64_t>{256, 64}));
   // The views used by the layers agree with the table.
-  auto v = block_views(cfg, static_cast<float*>(nullptr));
-  EXPECT_EQ(v.fc_w - static_cast<float*>(nullptr), blk.find("h.1.mlp.c_fc.weight").offset);
-  EXPECT_EQ(v.fcproj_b - static_cast<float*>(nullptr), blk.find("h.1.mlp.c_proj.bias").offset);
+  std::vector<float> buf(static_cast<size_t>(blk.numel));
+  float* base = buf.data();
+  auto v = block_views(cfg, base);
+  EXPECT_EQ(v.attproj_b - base, blk.find("h.1.attn.c_proj.bias").offset);
+  EXPECT_EQ(v.fc_w - base, blk.find("h.1.mlp.c_fc.weight").offset);
+  EXPECT_EQ(v.fcproj_b - base, blk.find("h.1.mlp.c_proj.bias").offset);
+  // The halves FSDP may keep apart (--wrap layer): the MLP half starts at ln_2.
+  EXPECT_EQ(block_attn_numel(cfg), blk.find("h.1.ln_2.weight").offset);
+  auto halves = block_views(cfg, base, base + block_attn_numel(cfg));
+  EXPECT_EQ(halves.ln2_w, v.ln2_w);
+  EXPECT_EQ(block_views(cfg, base, static_cast<float*>(nullptr)).fc_w, nullptr);
   EXPECT_EQ(root_views(cfg, static_cast<float*>(nullptr)).lnf_b - static_cast<float*>(nullptr),
             root.find("ln_f.bias").offset);
 

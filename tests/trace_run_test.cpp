@@ -514,6 +514,28 @@ TEST(TraceSummary, TwoStepsKeepBothAndNoCommIsZeroExposed) {
   EXPECT_TRUE(s.comm.empty());
 }
 
+TEST(TraceSummary, PrintsTheUnitsMetaNames) {
+  // shardlab train's meta.json: the wrap policy in config, the units by id; more than 8 are cut.
+  const fs::path dir = fresh_dir("trace_units");
+  nlohmann::json units = nlohmann::json::array();
+  units.push_back({{"name", "root"}, {"numel", 10}});
+  for (int l = 0; l < 10; ++l) units.push_back({{"name", "block " + std::to_string(l)}});
+  const RunDir rd = RunDir::create({{"strategy", "full_shard"},
+                                    {"world_size", 2},
+                                    {"config", {{"wrap", "block"}}},
+                                    {"units", units}},
+                                   {dir.string()});
+  for (int r = 0; r < 2; ++r) run_rank(rd, r);
+  rd.finish();
+  std::ostringstream os;
+  EXPECT_EQ(print_summary(dir.string(), os), 0);
+  EXPECT_NE(os.str().find("units 11 (wrap block): root | block 0 | block 1 | block 2 | block 3 | "
+                          "block 4 | block 5 | block 6 ... (3 more)\n"),
+            std::string::npos)
+      << os.str();
+  if (!std::getenv("SHARDLAB_KEEP_TEST_RUNS")) fs::remove_all(dir);
+}
+
 TEST(TraceSummary, PrintsTablesAndFailsOnMissingRun) {
   const fs::path dir = fresh_dir("trace_print");
   const RunDir rd = RunDir::create(
@@ -527,6 +549,7 @@ TEST(TraceSummary, PrintsTablesAndFailsOnMissingRun) {
   EXPECT_NE(out.find("exposed comm 57.1%"), std::string::npos) << out;  // 200 / 350
   EXPECT_NE(out.find("reduce_scatter"), std::string::npos) << out;
   EXPECT_NE(out.find("first excluded as warm-up"), std::string::npos) << out;
+  EXPECT_EQ(out.find("units "), std::string::npos) << "this meta.json names no units";
   std::ostringstream none;
   EXPECT_EQ(print_summary((dir / "nope").string(), none), 1);
   if (!std::getenv("SHARDLAB_KEEP_TEST_RUNS")) fs::remove_all(dir);

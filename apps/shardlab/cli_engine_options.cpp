@@ -9,6 +9,7 @@ namespace shardlab {
 
 void add_engine_options(CLI::App* cmd, EngineConfig& engine, int& accum, EngineOptionStrings& s,
                         const EngineOptionHelp& help) {
+  cmd->add_option("--wrap", engine.wrap, help.wrap)->group(help.group);
   cmd->add_option("--hybrid-group", engine.hybrid_group, help.hybrid_group)->group(help.group);
   cmd->add_option("--prefetch", engine.prefetch, help.prefetch)->group(help.group);
   cmd->add_option("--param-dtype", s.param_dtype, help.param_dtype)->group(help.group);

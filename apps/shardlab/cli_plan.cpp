@@ -24,7 +24,8 @@ const EngineOptionHelp kPlanEngineHelp = {"Options",
                                           "f32 | bf16 | f16",
                                           "micro-batches per step",
                                           "activation checkpointing",
-                                          "per-rank capacity, e.g. 16GiB (exit 2 if none fits)"};
+                                          "per-rank capacity, e.g. 16GiB (exit 2 if none fits)",
+                                          "FSDP units: block | whole | layer | blocks:K | size:N"};
 
 }  // namespace
 

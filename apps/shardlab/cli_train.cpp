@@ -42,7 +42,10 @@ const EngineOptionHelp kTrainEngineHelp = {
     "f32 | bf16 | f16: gradient reduction",
     "micro-batches per step (gradient accumulation)",
     "recompute each block's forward during its backward",
-    "per-rank memory capacity, e.g. 512MiB (0 = none): over it, out of memory"};
+    "per-rank memory capacity, e.g. 512MiB (0 = none): over it, out of memory",
+    "FSDP units (gathered and freed together): block (root + one per block) | whole (one unit) | "
+    "layer (each block's attention and MLP apart) | blocks:K (K blocks a unit) | size:N (PyTorch's "
+    "size_based_auto_wrap_policy, min_num_params N); docs/fsdp.md"};
 
 // Each section names its help group once: the options after it join that group.
 void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {

@@ -44,24 +44,29 @@ Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,
   for (Communicator* c2 : {shard_comm.get(), replica_comm.get()})
     if (c2) c2->set_recorder(world.recorder() ? world.recorder() : rec);
 
+  wrap = make_wrap_plan(model, parse_wrap_policy(cfg.wrap));
   init_units();
-
-  const int U = static_cast<int>(units.size());
-  fwd_order.resize(U);
-  std::iota(fwd_order.begin(), fwd_order.end(), 0);  // root, block 0, ..., block L-1
-  bwd_order.push_back(kRootUnit);                    // root (head), block L-1, ..., block 0
-  for (int u = U - 1; u >= 1; --u) bwd_order.push_back(u);
+  fwd = forward_schedule(wrap, model.n_layer);
+  bwd = backward_schedule(wrap, model.n_layer, cfg.act_ckpt);
 }
 
 void Engine::Impl::init_units() {
-  const int U = shardlab::num_units(model);
+  const int U = static_cast<int>(wrap.units.size());
+  std::vector<UnitLayout> model_units;
+  for (int m = 0; m < shardlab::num_units(model); ++m) model_units.push_back(unit_layout(model, m));
   units.resize(U);
   for (int id = 0; id < U; ++id) {
     FsdpUnit& u = units[id];
     u.id = id;
-    UnitLayout ml = unit_layout(model, id);
+    // The unit's entries: its segments' parameters, one after the other.
     std::vector<FlatEntry> entries;
-    for (const ParamEntry& e : ml.entries) entries.push_back({e.name, e.shape, e.offset, e.numel});
+    int64_t at = 0;
+    for (const WrapSegment& seg : wrap.units[id].segments) {
+      for (const ParamEntry& e : model_units[seg.model_unit].entries)
+        if (e.offset >= seg.offset && e.offset < seg.offset + seg.numel)
+          entries.push_back({e.name, e.shape, at + e.offset - seg.offset, e.numel});
+      at += seg.numel;
+    }
     u.layout = FlatLayout(std::move(entries), mesh.shard_size);
     const int64_t P = u.layout.padded_numel();
     u.own = mesh.shard_size > 1 ? u.layout.shard_range(mesh.shard_rank) : ShardRange{0, P};
@@ -76,7 +81,14 @@ void Engine::Impl::init_units() {
     // Every rank initialises the whole unit on the host (values depend only on seed and names)
     // and keeps its part; padding is zero and stays zero (zero gradient, zero weight decay).
     std::vector<float> host(P, 0.0f);
-    init_unit(model, id, cfg.seed, host.data());
+    int64_t dst = 0;
+    for (const WrapSegment& seg : wrap.units[id].segments) {
+      std::vector<float> whole(model_units[seg.model_unit].numel);
+      init_unit(model, seg.model_unit, cfg.seed, whole.data());
+      std::copy(whole.begin() + seg.offset, whole.begin() + seg.offset + seg.numel,
+                host.begin() + dst);
+      dst += seg.numel;
+    }
     const int64_t first = full_params() ? 0 : u.own.offset;
     if (!mixed()) {
       dev.copy_from_host(u.params.data(), host.data() + first, n_params * 4);
@@ -104,68 +116,98 @@ float Engine::Impl::forward_backward(const int* tokens, const int* targets, int 
   // Each rank's loss is a mean over its own tokens; the reductions sum over N ranks and the
   // micro-batches add up, so the gradient of the global mean needs 1 / (N K).
   const float loss_scale = 1.0f / static_cast<float>(static_cast<int64_t>(mesh.world) * K);
-  FsdpUnit& root = units[kRootUnit];
-
   // The residual stream: the input of every block, then the head's input.
   Buffer residuals = dev.alloc((L + 1) * btc * 4, MemCategory::activations);  // (L+1, B, T, C)
   float* res = residuals.f32();
   std::vector<BlockActivations> acts;
   acts.reserve(L);
+  HeadActivations head;
 
-  // ---- forward: root (embeddings), blocks in order, root (head and loss)
-  unshard_at(fwd_order, 0);
-  {
-    ComputeSpan s(rec, "forward", kRootUnit, cfg.compute_slowdown);
-    embedding_forward(dev, model, res, tokens, compute_params(root), B, T);
-  }
-  for (int l = 0; l < L; ++l) {
-    FsdpUnit& u = units[block_unit(l)];
-    unshard_at(fwd_order, 1 + l);
-    acts.emplace_back(dev, model, B, T);
-    {
-      ComputeSpan s(rec, "forward", u.id, cfg.compute_slowdown);
-      block_forward(dev, model, res + (l + 1) * btc, acts[l], res + l * btc, compute_params(u), B,
-                    T);
+  // ---- forward: root (embeddings), blocks in order, root (head and loss). Each use gathers the
+  // units it needs (and prefetches those after them), and reshards the units it used last.
+  float loss = 0;
+  for (const UnitUse& use : fwd.uses) {
+    for (int id : use.units) unshard_at(fwd.order, fwd.pos[id]);
+    const int l = use.layer;
+    const int span_unit = use.units.front();
+    switch (use.kind) {
+      case UseKind::embed: {
+        ComputeSpan s(rec, "forward", span_unit, cfg.compute_slowdown);
+        embedding_forward(dev, model, res, tokens, piece_params(wrap.root), B, T);
+        break;
+      }
+      case UseKind::block:
+      case UseKind::attn:
+      case UseKind::mlp: {
+        if (use.kind != UseKind::mlp) acts.emplace_back(dev, model, B, T);
+        {
+          ComputeSpan s(rec, "forward", span_unit, cfg.compute_slowdown);
+          if (use.kind != UseKind::mlp)
+            block_attn_forward(dev, model, acts[l], res + l * btc, piece_params(wrap.attn[l]), B,
+                               T);
+          if (use.kind != UseKind::attn)
+            block_mlp_forward(dev, model, res + (l + 1) * btc, acts[l], piece_params(wrap.mlp[l]),
+                              B, T);
+        }
+        if (use.kind != UseKind::attn) drop_block_activations(acts[l]);
+        break;
+      }
+      case UseKind::head: {
+        head = HeadActivations(dev, model, B, T);
+        ComputeSpan s(rec, "forward", span_unit, cfg.compute_slowdown);
+        loss =
+            head_forward(dev, model, head, res + L * btc, targets, piece_params(wrap.root), B, T);
+        break;
+      }
+      case UseKind::recompute: SL_CHECK(false, "engine: recompute in the forward schedule");
     }
-    drop_block_activations(acts[l]);
-    reshard(u);
+    for (int id : use.release) reshard(units[id]);
   }
-  HeadActivations head(dev, model, B, T);
-  float loss;
-  {
-    ComputeSpan s(rec, "forward", kRootUnit, cfg.compute_slowdown);
-    loss = head_forward(dev, model, head, res + L * btc, targets, compute_params(root), B, T);
-  }
-  reshard(root);
 
-  // ---- backward: root (head), blocks in reverse, root (embeddings)
+  // ---- backward: root (head), blocks in reverse, root (embeddings); a unit's gradient is
+  // reduced as soon as its last use here is done.
   Buffer dres = dev.alloc(btc * 4, MemCategory::workspace);  // (B, T, C), reused through the stack
-  unshard_at(bwd_order, 0);
-  {
-    ComputeSpan s(rec, "backward", kRootUnit, cfg.compute_slowdown);
-    head_backward(dev, model, dres.f32(), grad_target(root), head, res + L * btc, targets,
-                  compute_params(root), B, T, loss_scale);
-  }
-  head.release();
-  for (int l = L - 1; l >= 0; --l) {
-    FsdpUnit& u = units[block_unit(l)];
-    unshard_at(bwd_order, L - l);
-    recompute_block(u, acts[l], res + l * btc, B, T);
-    {
-      ComputeSpan s(rec, "backward", u.id, cfg.compute_slowdown);
-      block_backward(dev, model, dres.f32(), grad_target(u), dres.f32(), acts[l], res + l * btc,
-                     compute_params(u), B, T);
+  for (const UnitUse& use : bwd.uses) {
+    for (int id : use.units) unshard_at(bwd.order, bwd.pos[id]);
+    const int l = use.layer;
+    const int span_unit = use.units.front();
+    switch (use.kind) {
+      case UseKind::head: {
+        {
+          ComputeSpan s(rec, "backward", span_unit, cfg.compute_slowdown);
+          head_backward(dev, model, dres.f32(), piece_grads(wrap.root), head, res + L * btc,
+                        targets, piece_params(wrap.root), B, T, loss_scale);
+        }
+        head.release();
+        break;
+      }
+      case UseKind::recompute: recompute_block(l, acts[l], res + l * btc, B, T); break;
+      case UseKind::block:
+      case UseKind::mlp:
+      case UseKind::attn: {
+        {
+          ComputeSpan s(rec, "backward", span_unit, cfg.compute_slowdown);
+          if (use.kind != UseKind::attn)
+            block_mlp_backward(dev, model, dres.f32(), piece_grads(wrap.mlp[l]), dres.f32(),
+                               acts[l], piece_params(wrap.mlp[l]), B, T);
+          if (use.kind != UseKind::mlp)
+            block_attn_backward(dev, model, dres.f32(), piece_grads(wrap.attn[l]), acts[l],
+                                res + l * btc, piece_params(wrap.attn[l]), B, T);
+        }
+        if (use.kind != UseKind::mlp) acts[l].release();
+        break;
+      }
+      case UseKind::embed: {
+        ComputeSpan s(rec, "backward", span_unit, cfg.compute_slowdown);
+        embedding_backward(dev, model, piece_grads(wrap.root), tokens, dres.f32(), B, T);
+        break;
+      }
     }
-    acts[l].release();
-    reshard(u);
-    after_unit_backward(u, last);
+    for (int id : use.release) {
+      reshard(units[id]);
+      after_unit_backward(units[id], last);
+    }
   }
-  {
-    ComputeSpan s(rec, "backward", kRootUnit, cfg.compute_slowdown);
-    embedding_backward(dev, model, grad_target(root), tokens, dres.f32(), B, T);
-  }
-  reshard(root);
-  after_unit_backward(root, last);
   dres.reset();
   residuals.reset();
   drain(0);

@@ -2,11 +2,13 @@
 #include "core/fsdp/engine_config.hpp"
 
 #include "core/base/error.hpp"
+#include "core/fsdp/wrap_policy.hpp"
 
 namespace shardlab {
 
 void EngineConfig::validate() const {
   optim.validate();
+  parse_wrap_policy(wrap);
   if (prefetch < 0) SL_THROW(InvalidArgument, "--prefetch ", prefetch, ": must be >= 0");
   if (max_inflight_gathers < 0)
     SL_THROW(InvalidArgument, "--max-inflight-gathers ", max_inflight_gathers,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/base/dtype.hpp"
 #include "core/fsdp/strategy.hpp"
@@ -13,6 +14,9 @@ namespace shardlab {
 
 struct EngineConfig {
   Strategy strategy = Strategy::full_shard;
+  // What one unit (one flat parameter, gathered and freed together) holds: block, whole, layer,
+  // blocks:K or size:N (wrap_policy.hpp).
+  std::string wrap = "block";
   int hybrid_group = 0;          // G for hybrid_shard; must divide the world size (0: all)
   int prefetch = 1;              // units whose all-gather is issued ahead (0 = off)
   int max_inflight_gathers = 0;  // all-gathers issued and not yet consumed, at most (0 = no limit)

@@ -14,6 +14,7 @@
 
 #include "core/fsdp/engine.hpp"
 #include "core/fsdp/mesh.hpp"
+#include "core/fsdp/wrap_policy.hpp"
 #include "core/model/layers.hpp"
 #include "core/trace/recorder.hpp"
 
@@ -84,9 +85,10 @@ struct Engine::Impl {
   GradAccum accum;                             // how backward's gradient reaches the kept one
   std::unique_ptr<Communicator> shard_comm;    // the G ranks sharing a unit (null when G == 1)
   std::unique_ptr<Communicator> replica_comm;  // ranks holding the same shard (null when alone)
+  WrapPlan wrap;                               // what each unit holds (wrap_policy.hpp)
   std::vector<FsdpUnit> units;
   std::deque<PendingReduce> pending;
-  std::vector<int> fwd_order, bwd_order;  // units in compute order
+  PassSchedule fwd, bwd;  // the units each compute step uses, and when each is resharded
   int inflight_gathers = 0;
   int steps = 0;
   float grad_coef = 1.0f;           // clipping factor applied in optimizer_step
@@ -110,8 +112,9 @@ struct Engine::Impl {
   // ---- activation checkpointing (act_ckpt.cpp)
   // After a block's forward: drop its activations (its input stays in the residual stream).
   void drop_block_activations(BlockActivations& acts);
-  // Before a block's backward: refill its activations by running its forward again from `x`.
-  void recompute_block(FsdpUnit& u, BlockActivations& acts, const float* x, int B, int T);
+  // Before a block's backward: refill its activations by running its forward again from `x`
+  // (the block's halves gathered: both may be in one unit or in two).
+  void recompute_block(int layer, BlockActivations& acts, const float* x, int B, int T);
 
   // ---- unshard / reshard (unshard.cpp)
   // Makes units[order[i]] usable for compute, first issuing the all-gathers of the next units in
@@ -120,6 +123,11 @@ struct Engine::Impl {
   void issue_gather(FsdpUnit& u);
   void reshard(FsdpUnit& u);
   const float* compute_params(const FsdpUnit& u) const;
+  // A piece's parameters and gradient target inside its unit (wrap.root, wrap.attn[l], ...).
+  const float* piece_params(const PiecePlace& p) {
+    return compute_params(units[p.unit]) + p.offset;
+  }
+  float* piece_grads(const PiecePlace& p) { return grad_target(units[p.unit]) + p.offset; }
 
   // ---- prefetch (prefetch.cpp)
   void prefetch(const std::vector<int>& order, int i);  // the gathers ahead of order[i]

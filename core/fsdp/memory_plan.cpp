@@ -1,6 +1,7 @@
 // The memory planner: persistent state from the strategy table, transient state from the engine's
 // schedule, and a fixed-width table for `shardlab plan`.
 #include "core/fsdp/memory_plan.hpp"
+#include "core/fsdp/wrap_policy.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -82,8 +83,8 @@ MemoryPlan plan_memory(const PlanInput& in) {
   plan.input = in;
   if (in.model) {
     plan.input.unit_numels.clear();
-    for (int u = 0; u < num_units(*in.model); ++u)
-      plan.input.unit_numels.push_back(unit_layout(*in.model, u).numel);
+    const WrapPlan w = make_wrap_plan(*in.model, parse_wrap_policy(in.engine.wrap));
+    for (const WrapUnit& u : w.units) plan.input.unit_numels.push_back(u.numel);
   }
   SL_CHECK(!plan.input.unit_numels.empty(), "plan: no units (give Psi or a model)");
   const EngineConfig& e = in.engine;

@@ -33,8 +33,8 @@ namespace shardlab {
 struct PlanInput {
   EngineConfig engine;  // strategy, G, dtypes, prefetch, act_ckpt, clip, optimizer, ...
   int world = 1;        // N
-  // Unpadded parameter count of each unit (root first, then the blocks). One entry is fine for a
-  // model given only by Psi. Filled from `model` when that is set.
+  // Unpadded parameter count of each unit (unit 0 first, as engine.wrap makes them). One entry is
+  // fine for a model given only by Psi. Filled from `model` and engine.wrap when a model is set.
   std::vector<int64_t> unit_numels;
   int64_t capacity = 0;  // per-rank device capacity in bytes, 0 = unlimited
 

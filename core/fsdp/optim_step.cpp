@@ -13,10 +13,10 @@
 namespace shardlab {
 
 namespace {
-// "unit 2 (block 1)": which parameters a unit id holds, for messages.
-std::string unit_what(int id) {
-  if (id == kRootUnit) return "unit 0 (embeddings and ln_f)";
-  return "unit " + std::to_string(id) + " (block " + std::to_string(id - 1) + ")";
+// "unit 2 (block 1)": which parameters a unit holds, for messages.
+std::string unit_what(const WrapPlan& w, int id) {
+  const std::string& n = w.units[static_cast<size_t>(id)].name;
+  return "unit " + std::to_string(id) + " (" + (n == "root" ? "embeddings and ln_f" : n) + ")";
 }
 }  // namespace
 
@@ -56,7 +56,7 @@ void Engine::Impl::optimizer_step() {
         g32 = gtmp.f32();
       }
       if (!grads_known_finite && !all_finite(dev, g32, DType::f32, n))
-        SL_THROW(Error, "step ", steps + 1, ": the reduced gradient of ", unit_what(u.id),
+        SL_THROW(Error, "step ", steps + 1, ": the reduced gradient of ", unit_what(wrap, u.id),
                  " holds NaN or Inf on rank ", world.rank(), ": the run diverged (lower --lr, now ",
                  cfg.optim.lr, ", or set --clip)");
       if (grad_coef != 1.0f) scale_array(dev, g32, grad_coef, n);
@@ -65,7 +65,7 @@ void Engine::Impl::optimizer_step() {
       // Finite gradients can still overflow a parameter (a large enough learning rate).
       if (!all_finite(dev, p32, DType::f32, n))
         SL_THROW(Error, "step ", steps + 1, ": the optimizer update left NaN or Inf in the ",
-                 "parameters of ", unit_what(u.id), " on rank ", world.rank(),
+                 "parameters of ", unit_what(wrap, u.id), " on rank ", world.rank(),
                  ": the run diverged (lower --lr, now ", cfg.optim.lr, ", or set --clip)");
       if (mixed()) cast_from_f32(dev, owned_params(u), cfg.param_dtype, p32, n);
     }

@@ -11,6 +11,7 @@
 #include "core/fsdp/memory_plan.hpp"
 #include "core/fsdp/mesh.hpp"
 #include "core/fsdp/prefetch.hpp"
+#include "core/fsdp/wrap_policy.hpp"
 #include "core/model/layers.hpp"
 #include "core/model/params.hpp"
 
@@ -51,6 +52,9 @@ class StepSim {
     replica_ = make_mesh(in_.engine.strategy, N_, 0, G_).replica_size;
     spec_ = &strategy_spec(in_.engine.strategy);
     accum_ = grad_accum(in_.engine.strategy, in_.engine.reduce_dtype, in_.engine.accum_mode);
+    wrap_ = make_wrap_plan(cfg_, parse_wrap_policy(in_.engine.wrap));
+    fwd_ = forward_schedule(wrap_, cfg_.n_layer);
+    bwd_ = backward_schedule(wrap_, cfg_.n_layer, in_.engine.act_ckpt);
     for (int64_t n : in_.unit_numels) {
       SimUnit u;
       u.P = round_up(n, G_);
@@ -200,7 +204,7 @@ class StepSim {
     }
   }
 
-  // ---- engine.cpp
+  // ---- engine.cpp, with the model's layers' scratch (block.cpp, head.cpp, attention.cpp)
   void forward_backward(bool last) {
     const int L = cfg_.n_layer, B = in_.batch;
     const int T = in_.seq_len > 0 ? in_.seq_len : cfg_.max_seq_len;
@@ -208,63 +212,70 @@ class StepSim {
     const int64_t bt = static_cast<int64_t>(B) * T;
     const int64_t block_acts = BlockActivations::bytes_for(cfg_, B, T);
     const int64_t head_acts = HeadActivations::bytes_for(cfg_, B, T);
-    std::vector<int> fwd, bwd{kRootUnit};
-    for (int u = 0; u < static_cast<int>(units_.size()); ++u) fwd.push_back(u);
-    for (int u = static_cast<int>(units_.size()) - 1; u >= 1; --u) bwd.push_back(u);
-    SimUnit& root = units_[kRootUnit];
+    const int64_t att = static_cast<int64_t>(cfg_.n_head) * T * T * 4;
 
     phase_ = "forward";
     alloc(kAct, (L + 1) * btc * 4);
-    unshard_at(fwd, 0);
-    for (int l = 0; l < L; ++l) {
-      phase_ = "forward block " + std::to_string(l);
-      unshard_at(fwd, 1 + l);
-      alloc(kAct, block_acts);
-      if (in_.engine.act_ckpt) {
+    for (const UnitUse& use : fwd_.uses) {
+      phase_ = "forward " + use_name(use);
+      for (int id : use.units) unshard_at(fwd_.order, fwd_.pos[id]);
+      if (use.kind == UseKind::block || use.kind == UseKind::attn) alloc(kAct, block_acts);
+      if (use.kind == UseKind::head) alloc(kAct, head_acts);
+      if ((use.kind == UseKind::block || use.kind == UseKind::mlp) && in_.engine.act_ckpt)
         release(kAct, block_acts);
-      }
-      reshard(units_[block_unit(l)]);
+      for (int id : use.release) reshard(units_[id]);
     }
-    phase_ = "forward head";
-    alloc(kAct, head_acts);
-    reshard(root);
 
     phase_ = "backward head";
     alloc(kWs, btc * 4);  // dres
-    unshard_at(bwd, 0);
-    grad_target(root);
-    // head_backward: dlogits (B*T, V) and dlnf (B*T, C)
-    alloc(kWs, bt * cfg_.vocab_size * 4);
-    alloc(kWs, btc * 4);
-    release(kWs, btc * 4);
-    release(kWs, bt * cfg_.vocab_size * 4);
-    release(kAct, head_acts);
-    for (int l = L - 1; l >= 0; --l) {
-      phase_ = "backward block " + std::to_string(l);
-      SimUnit& u = units_[block_unit(l)];
-      unshard_at(bwd, L - l);
-      if (in_.engine.act_ckpt) {
-        alloc(kAct, block_acts);
-        alloc(kWs, btc * 4);
-        release(kWs, btc * 4);
+    for (const UnitUse& use : bwd_.uses) {
+      phase_ = "backward " + use_name(use);
+      for (int id : use.units) unshard_at(bwd_.order, bwd_.pos[id]);
+      switch (use.kind) {
+        case UseKind::head:
+          grad_target(units_[use.units.front()]);
+          // head_backward: dlogits (B*T, V) and dlnf (B*T, C)
+          alloc(kWs, bt * cfg_.vocab_size * 4);
+          alloc(kWs, btc * 4);
+          release(kWs, btc * 4);
+          release(kWs, bt * cfg_.vocab_size * 4);
+          release(kAct, head_acts);
+          break;
+        case UseKind::recompute:
+          alloc(kAct, block_acts);
+          alloc(kWs, btc * 4);
+          release(kWs, btc * 4);
+          break;
+        case UseKind::block:
+        case UseKind::mlp:
+        case UseKind::attn:
+          if (use.kind != UseKind::attn) {
+            grad_target(units_[wrap_.mlp[use.layer].unit]);
+            // block_mlp_backward: wide (B*T, 4C), narrow (B*T, C)
+            alloc(kWs, 4 * btc * 4);
+            alloc(kWs, btc * 4);
+            release(kWs, btc * 4);
+            release(kWs, 4 * btc * 4);
+          }
+          if (use.kind != UseKind::mlp) {
+            grad_target(units_[wrap_.attn[use.layer].unit]);
+            // block_attn_backward: wide, narrow, attention's (NH, T, T)
+            alloc(kWs, 4 * btc * 4);
+            alloc(kWs, btc * 4);
+            alloc(kWs, att);
+            release(kWs, att);
+            release(kWs, btc * 4);
+            release(kWs, 4 * btc * 4);
+            release(kAct, block_acts);
+          }
+          break;
+        case UseKind::embed: grad_target(units_[use.units.front()]); break;
       }
-      grad_target(u);
-      // block_backward: wide (B*T, 4C), narrow (B*T, C), attention's (NH, T, T)
-      alloc(kWs, 4 * btc * 4);
-      alloc(kWs, btc * 4);
-      const int64_t att = static_cast<int64_t>(cfg_.n_head) * T * T * 4;
-      alloc(kWs, att);
-      release(kWs, att);
-      release(kWs, btc * 4);
-      release(kWs, 4 * btc * 4);
-      release(kAct, block_acts);
-      reshard(u);
-      after_unit_backward(block_unit(l), last);
+      for (int id : use.release) {
+        reshard(units_[id]);
+        after_unit_backward(id, last);
+      }
     }
-    phase_ = "backward embedding";
-    grad_target(root);
-    reshard(root);
-    after_unit_backward(kRootUnit, last);
     release(kWs, btc * 4);
     release(kAct, (L + 1) * btc * 4);
     drain(0);
@@ -298,6 +309,8 @@ class StepSim {
   int G_ = 1, N_ = 1, replica_ = 1;
   const StrategySpec* spec_ = nullptr;
   GradAccum accum_ = GradAccum::direct;
+  WrapPlan wrap_;  // the engine's units and schedule (wrap_policy.hpp)
+  PassSchedule fwd_, bwd_;
   std::vector<SimUnit> units_;
   std::deque<SimPending> pending_;
   int inflight_ = 0;

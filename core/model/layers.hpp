@@ -100,6 +100,35 @@ void block_backward(Device& dev, const GPTConfig& cfg,
                     const float* block_params,     // block unit flat buffer
                     int B, int T);
 
+// The same, one half at a time, for a block whose halves live in different FSDP units (the
+// `layer` wrap policy): forward is attn then mlp, backward mlp then attn. Each half takes only its
+// own parameters (block_views' halves, params.hpp); block_forward and block_backward are exactly
+// these calls in this order.
+void block_attn_forward(Device& dev, const GPTConfig& cfg,
+                        BlockActivations& acts,    // ln1 .. res2 filled
+                        const float* x,            // (B, T, C)
+                        const float* attn_params,  // the block's attention half
+                        int B, int T);
+void block_mlp_forward(Device& dev, const GPTConfig& cfg,
+                       float* y,                 // (B, T, C) out
+                       BlockActivations& acts,   // ln2 .. fch_gelu filled; reads res2
+                       const float* mlp_params,  // the block's MLP half
+                       int B, int T);
+void block_mlp_backward(Device& dev, const GPTConfig& cfg,
+                        float* dx,                     // (B, T, C) out: dL/d(res2), may alias dy
+                        float* dmlp_params,            // MLP half of the flat grad, +=
+                        const float* dy,               // (B, T, C)
+                        const BlockActivations& acts,  // from the forward
+                        const float* mlp_params,       // the block's MLP half
+                        int B, int T);
+void block_attn_backward(Device& dev, const GPTConfig& cfg,
+                         float* dx,                     // (B, T, C) in: dL/d(res2), out: dL/dx
+                         float* dattn_params,           // attention half of the flat grad, +=
+                         const BlockActivations& acts,  // from the forward
+                         const float* x,                // (B, T, C) the block's input
+                         const float* attn_params,      // the block's attention half
+                         int B, int T);
+
 // ---- head (root unit): ln_f, logits = ln_f(x) @ wte^T (tied), softmax, cross-entropy ---------
 
 class HeadActivations {

@@ -78,25 +78,44 @@ struct BlockParamViews {
   T* fcproj_w;   // (4C, C)
   T* fcproj_b;   // (C)
 };
-template <typename T>
-BlockParamViews<T> block_views(const GPTConfig& cfg, T* p) {
+// A block's flat buffer is two contiguous halves: attention (ln_1 .. attn.c_proj.bias, these
+// many elements) then MLP (ln_2 .. mlp.c_proj.bias). FSDP may keep the halves in different units.
+inline int64_t block_attn_numel(const GPTConfig& cfg) {
   const int64_t C = cfg.n_embd;
-  BlockParamViews<T> v;
+  return 4 * C * C + 6 * C;
+}
+
+// Views with the attention half at `attn` and the MLP half at `mlp`; a half passed as null keeps
+// its views null.
+template <typename T>
+BlockParamViews<T> block_views(const GPTConfig& cfg, T* attn, T* mlp) {
+  const int64_t C = cfg.n_embd;
+  BlockParamViews<T> v{};
+  T* p = attn;
   // clang-format off
+  if (p) {
   v.ln1_w = p; p += C;
   v.ln1_b = p; p += C;
   v.qkv_w = p; p += C * 3 * C;
   v.qkv_b = p; p += 3 * C;
   v.attproj_w = p; p += C * C;
-  v.attproj_b = p; p += C;
+  v.attproj_b = p;
+  }
+  p = mlp;
+  if (p) {
   v.ln2_w = p; p += C;
   v.ln2_b = p; p += C;
   v.fc_w = p; p += C * 4 * C;
   v.fc_b = p; p += 4 * C;
   v.fcproj_w = p; p += 4 * C * C;
   v.fcproj_b = p;
+  }
   // clang-format on
   return v;
+}
+template <typename T>
+BlockParamViews<T> block_views(const GPTConfig& cfg, T* p) {
+  return block_views(cfg, p, p + block_attn_numel(cfg));
 }
 
 // Views into the root unit's flat buffer.

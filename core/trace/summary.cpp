@@ -300,6 +300,26 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
   char buf[256];
   os << "strategy " << meta_str(meta, "strategy") << "   world " << s.world_size << "   backend "
      << meta_str(meta, "backend") << "   started " << meta_str(meta, "start_time") << "\n";
+  // The FSDP units (meta.json of shardlab train: config.wrap and the units by name).
+  const auto units = meta.find("units");
+  if (units != meta.end() && units->is_array()) {
+    const auto cfg = meta.find("config");
+    os << "units " << units->size() << " (wrap "
+       << (cfg != meta.end() && cfg->is_object() ? meta_str(*cfg, "wrap") : std::string("?"))
+       << "):";
+    size_t shown = 0;
+    for (const json& u : *units) {
+      if (++shown > 8) {
+        os << " ... (" << units->size() - 8 << " more)";
+        break;
+      }
+      os << (shown == 1 ? " " : " | ")
+         << (u.is_object() && u.contains("name") && u.at("name").is_string()
+                 ? u.at("name").get<std::string>()
+                 : std::string("?"));
+    }
+    os << "\n";
+  }
   const StepTimeStats& st = s.step_time;
   std::snprintf(
       buf, sizeof buf,

@@ -10,6 +10,7 @@
 #include "core/base/error.hpp"
 #include "core/fsdp/mesh.hpp"
 #include "core/fsdp/strategy.hpp"
+#include "core/fsdp/wrap_policy.hpp"
 #include "core/memory/tracker.hpp"
 #include "core/trace/run_dir.hpp"
 
@@ -105,6 +106,7 @@ nlohmann::json train_config_json(const TrainConfig& cfg) {
           {"seq", cfg.seq},
           {"accum", cfg.accum},
           {"accum_mode", accum_mode_name(e.accum_mode)},
+          {"wrap", e.wrap},
           {"prefetch", e.prefetch},
           {"max_inflight_gathers", e.max_inflight_gathers},
           {"param_dtype", dtype_name(e.param_dtype)},
@@ -138,6 +140,10 @@ nlohmann::json run_meta(const TrainConfig& cfg, const GPTConfig& m, int world,
                    {"n_head", m.n_head},           {"n_embd", m.n_embd},
                    {"num_params", m.num_params()}};
   meta["config"] = train_config_json(cfg);
+  // The FSDP units by id, named by what they hold (the viewer's units strip labels its rows so).
+  meta["units"] = nlohmann::json::array();
+  for (const WrapUnit& u : make_wrap_plan(m, parse_wrap_policy(e.wrap)).units)
+    meta["units"].push_back({{"name", u.name}, {"numel", u.numel}});
   meta["device"] = cfg.device;
   if (!resumed_from.empty()) meta["config"]["resumed_from"] = resumed_from;
   return meta;

@@ -79,6 +79,20 @@ TEST(ViewerRunInfo, ReadsMetaFieldsAndToleratesAbsence) {
   EXPECT_EQ(read_run_info(run).mem_limit, 0);
 }
 
+TEST(ViewerRunInfo, NamesUnitsByWhatTheyHoldWhenMetaSays) {
+  // shardlab train's meta.json lists the FSDP units its wrap policy made; the units strip labels
+  // its rows with them. Older runs (no "units") and damaged entries fall back to the number.
+  RunData run;
+  run.meta = {{"units", {{{"name", "root"}}, {{"name", "blocks 0-1"}}, {{"numel", 5}}}}};
+  const RunInfo info = read_run_info(run);
+  ASSERT_EQ(info.unit_names.size(), 3u);
+  EXPECT_EQ(unit_label(info, 0), "unit 0: root");
+  EXPECT_EQ(unit_label(info, 1), "unit 1: blocks 0-1");
+  EXPECT_EQ(unit_label(info, 2), "unit 2");
+  EXPECT_EQ(unit_label(info, 7), "unit 7");
+  EXPECT_EQ(unit_label(read_run_info(RunData{}), 1), "unit 1");
+}
+
 // A damaged meta.json: the world used for bus factors and the toolbar comes from the ranks read
 // (a world_size of 2e9 was taken as is), and a capacity beyond range draws no line.
 TEST(ViewerRunInfo, DamagedMetaFallsBackToTheRanksRead) {

@@ -46,6 +46,14 @@ void finish_bandwidth(std::array<OpStats, kNumOpKinds>& ops, int world) {
 
 }  // namespace
 
+std::string unit_label(const RunInfo& info, int unit) {
+  std::string label = "unit " + std::to_string(unit);
+  if (unit >= 0 && unit < static_cast<int>(info.unit_names.size()) &&
+      !info.unit_names[static_cast<size_t>(unit)].empty())
+    label += ": " + info.unit_names[static_cast<size_t>(unit)];
+  return label;
+}
+
 RunInfo read_run_info(const RunData& run) {
   RunInfo info;
   info.dir = run.dir;
@@ -75,6 +83,14 @@ RunInfo read_run_info(const RunData& run) {
       auto c = cfg->find("mem_limit");
       if (c != cfg->end()) info.mem_limit = meta_bytes(*c);
     }
+    // At most one name per possible unit of a real run (a damaged list sizes nothing).
+    if (auto units = m.find("units"); units != m.end() && units->is_array())
+      for (const nlohmann::json& u : *units) {
+        if (info.unit_names.size() >= RunInfo::kMaxUnitNames) break;
+        info.unit_names.push_back(u.is_object() && u.contains("name") && u.at("name").is_string()
+                                      ? u.at("name").get<std::string>()
+                                      : std::string());
+      }
   }
   if (info.world <= 0) info.world = static_cast<int>(run.ranks.size());
   if (info.name.empty()) {

@@ -28,8 +28,14 @@ struct RunInfo {
   std::string backend;    // meta "backend", may be empty
   int world = 0;          // meta "world_size" (or "world"), else the number of rank files
   int64_t mem_limit = 0;  // meta "mem_limit" in bytes (number or "512MiB"); 0 = no capacity line
+  // meta "units"[u].name: what FSDP unit u holds ("root", "blocks 0-1", "block 3 attn"), as the
+  // run's wrap policy made them; empty when meta.json does not say (older runs).
+  std::vector<std::string> unit_names;
+  static constexpr size_t kMaxUnitNames = 65536;
 };
 RunInfo read_run_info(const RunData& run);
+// "unit 3: block 2" (or "unit 3" when the run does not name its units).
+std::string unit_label(const RunInfo& info, int unit);
 
 struct OpStats {
   int64_t count = 0;

@@ -54,9 +54,15 @@ void show_units_panel(ViewerState& s) {
     for (int u = 0; u < nu; ++u) {
       double y = c.y + u * row_h;
       if (row_h >= 11) {
-        char label[24];
-        std::snprintf(label, sizeof label, "unit %d", u);
-        dl->AddText(v2(c.x, y + (row_h - 13) / 2), col(kDim), label);
+        // "unit 3: block 2" where the gutter has room, else what the unit holds, else its number
+        // (the tooltip always says both).
+        std::string label = unit_label(m.info, u);
+        if (ImGui::CalcTextSize(label.c_str()).x > kGutter - 4 &&
+            u < static_cast<int>(m.info.unit_names.size()))
+          label = m.info.unit_names[static_cast<size_t>(u)];
+        if (label.empty() || ImGui::CalcTextSize(label.c_str()).x > kGutter - 4)
+          label = "unit " + std::to_string(u);
+        dl->AddText(v2(c.x, y + (row_h - 13) / 2), col(kDim), label.c_str());
       }
       const auto& segs = strips->by_unit[u];
       auto it = std::lower_bound(segs.begin(), segs.end(), axis.t_begin(),
@@ -81,8 +87,9 @@ void show_units_panel(ViewerState& s) {
                                  [](int64_t v, const UnitSegment& g) { return v < g.t0; });
       if (it != segs.begin()) {
         const UnitSegment& g = *(it - 1);
-        ImGui::SetTooltip("rank %d unit %d: %s\nfrom %s for %s", rv.units_rank, hover_unit,
-                          unit_state_name(g.state), format_duration(double(g.t0)).c_str(),
+        ImGui::SetTooltip("rank %d %s: %s\nfrom %s for %s", rv.units_rank,
+                          unit_label(m.info, hover_unit).c_str(), unit_state_name(g.state),
+                          format_duration(double(g.t0)).c_str(),
                           format_duration(double(g.t1 - g.t0)).c_str());
       }
     }
