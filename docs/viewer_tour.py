@@ -47,6 +47,7 @@ class Run:
     def __init__(self, path):
         self.meta = json.load(open(os.path.join(path, "meta.json")))
         self.n = self.meta["world_size"]
+        self.unit_names = [u["name"] for u in self.meta.get("units", [])]
         self.events = []
         for r in range(self.n):
             with open(os.path.join(path, f"rank{r}.jsonl")) as f:
@@ -120,6 +121,11 @@ def mib(b):
     return f"{b / MiB:.2f} MiB"
 
 
+def uname(run, u):
+    """A unit as the viewer's units strip labels it: `unit 2 (block 1)`."""
+    return f"unit {u} ({run.unit_names[u]})" if u < len(run.unit_names) else f"unit {u}"
+
+
 def first_backward(run, rank):
     return min(s["t_start"] for s in run.spans(rank, "compute", "backward"))
 
@@ -148,7 +154,7 @@ def scene_side_by_side(dp, fsdp):
     total_exposed = sum(exposed(s) for s in fsdp.spans(r, "comm"))
     lines.append(
         f"1. **An exposed all-gather**: of rank 0's all-gathers in step {STEP}, the one its "
-        f"compute waited on longest, unit {worst['unit']}'s in the {phase} pass. Prefetch issued "
+        f"compute waited on longest, {uname(fsdp, worst['unit'])}'s in the {phase} pass. Prefetch issued "
         f"it {ms(max(worst['t_wait'] - worst['t_issue'], 0))} before the compute asked for it, "
         f"but it ran {ms(worst['t_end'] - worst['t_start'])} and the compute stalled "
         f"{ms(stall(worst))} until it completed: the gap in the compute lane above the bar, and "
@@ -156,7 +162,7 @@ def scene_side_by_side(dp, fsdp):
         f"on rank 0). Of the bar, {ms(worst.get('wait', 0))} was rank 0 waiting for the last rank "
         f"to arrive: here 4 ranks share 2 cores, so a collective also waits for the scheduler (on "
         f"a cluster, this is where a slow link or a slow GPU shows). The step's first all-gather "
-        f"(unit {first['unit']}'s, at the left edge, {ms(first['t_end'] - first['t_start'])}) is "
+        f"({uname(fsdp, first['unit'])}'s, at the left edge, {ms(first['t_end'] - first['t_start'])}) is "
         f"exposed whole: nothing runs before it to hide behind. Rank 0's exposed "
         f"communication in this step adds up to {ms(total_exposed)}; `shardlab summary` prints "
         f"the run's mean per step.")
@@ -175,7 +181,7 @@ def scene_side_by_side(dp, fsdp):
         f"2. **The memory peak** of rank 0, {mib(peak_e['total'])} {where}: {parts}. The bottom "
         f"three bands (the shards every rank keeps: {mib(persistent)}, a quarter of DDP's) do not "
         f"move. On top come the gathered parameters (light blue) of the units held at that "
-        f"moment, units {', '.join(map(str, held))}"
+        f"moment, {', '.join(uname(fsdp, u) for u in held)}"
         f"{': the root, the block computing and, with prefetch 1, the next' if len(held) == 3 and 0 in held else ''}"
         f"; the unsharded gradients being reduced (light orange); and the activations "
         f"(purple), which grow through the forward pass and are freed as backward consumes them, "
@@ -195,11 +201,11 @@ def scene_side_by_side(dp, fsdp):
     dp_sent = sum(s.get("sent", 0) for s in dp.spans(r, "comm"))
     n_ag = {u: len(g) for u, g in by_unit.items()}
     lines.append(
-        f"3. **Backward gathers again**: unit {unit}'s second all-gather of the step. full_shard "
+        f"3. **Backward gathers again**: {uname(fsdp, unit)}'s second all-gather of the step. full_shard "
         f"freed the unit's full parameters after its forward (that is the saving in 2), so its "
         f"backward, which needs them for the input gradients, gathers them once more. Rank 0 ran "
         f"{sum(n_ag.values())} all-gathers for {len(n_ag)} units in this step (per unit: "
-        f"{', '.join(f'{u}: {k}' for u, k in sorted(n_ag.items()))}; unit 0, the root, holds both "
+        f"{', '.join(f'{u}: {k}' for u, k in sorted(n_ag.items()))}; {uname(fsdp, 0)} holds both "
         f"the embedding and the head, used at the two ends of the model), and one "
         f"reduce-scatter per unit. Rank 0 sent {mib(sent.get('all_gather', 0))} in "
         f"all-gathers and {mib(sent.get('reduce_scatter', 0))} in reduce-scatters in this step "
@@ -221,9 +227,9 @@ def scene_side_by_side(dp, fsdp):
                and fsdp.in_step(r, e["t"])]
         return " → ".join(names.get(x, x) for x in seq)
     lines.append(
-        f"4. **The units strip** (rank 0, one row per unit; the mark is on unit {unit}, "
-        f"resharded between its forward and its backward). In this step unit {unit} went "
-        f"{sequence(unit)}; unit 0, the root, went {sequence(0)}. Gathering is an all-gather in "
+        f"4. **The units strip** (rank 0, one row per unit; the mark is on {uname(fsdp, unit)}, "
+        f"resharded between its forward and its backward). In this step it went "
+        f"{sequence(unit)}; {uname(fsdp, 0)} went {sequence(0)}. Gathering is an all-gather in "
         f"flight; unsharded is the unit's full parameters in memory (the light blue of the "
         f"memory panel); resharded is a unit freed again after use, the same memory as sharded. "
         f"Dark slate (sharded) shows only before a unit's first gather of the run; from then "
