@@ -2,6 +2,7 @@
 //   shardlab train [options]          train a GPT on N ranks with any sharding strategy
 //   shardlab demo                     DP against FSDP on 4 local ranks, side by side
 //   shardlab plan [options]           per-rank memory of each strategy, before running anything
+//   shardlab simulate [options]       one rank of N on a cluster: predicted time and memory
 //   shardlab summary RUN_DIR          a run directory's summary as tables
 //   shardlab inspect CKPT_DIR         what a checkpoint holds; verifies every checksum
 //   shardlab export CKPT_DIR OUT      a checkpoint's parameters as one .safetensors file
@@ -34,7 +35,7 @@ int main(int argc, char** argv) {
   const std::vector<CliCommand> commands = {add_train_command(app),   add_demo_command(app),
                                             add_plan_command(app),    add_summary_command(app),
                                             add_inspect_command(app), add_export_command(app),
-                                            add_data_command(app)};
+                                            add_data_command(app),    add_simulate_command(app)};
 
   try {
     app.parse(argc, argv);
