@@ -29,7 +29,8 @@ CliCommand add_summary_command(CLI::App& app);  // cli_summary.cpp
 CliCommand add_export_command(CLI::App& app);   // cli_checkpoint.cpp
 CliCommand add_inspect_command(CLI::App& app);  // cli_checkpoint.cpp
 
-CliCommand add_simulate_command(CLI::App& app);  // cli_simulate.cpp
+CliCommand add_simulate_command(CLI::App& app);   // cli_simulate.cpp
+CliCommand add_calibrate_command(CLI::App& app);  // cli_calibrate.cpp
 
 // "tiny|small|medium|gpt2", for help texts.
 std::string preset_list();

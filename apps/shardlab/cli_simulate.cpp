@@ -1,10 +1,12 @@
 // `shardlab simulate`: `train`'s options plus --cluster and --math; runs run_simulation.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
 
+#include "apps/shardlab/calibrate.hpp"
 #include "apps/shardlab/cli.hpp"
 #include "apps/shardlab/simulate_command.hpp"
 #include "core/base/error.hpp"
@@ -54,7 +56,9 @@ CliCommand add_simulate_command(CLI::App& app) {
   add_train_options(cmd, o->cfg, o->str, true);
   cmd->option_defaults()->group("Cluster");
   cmd->add_option("--cluster", o->cfg.cluster,
-                  "a preset (" + cluster_list() + ") or a JSON cluster spec file");
+                  "a preset (" + cluster_list() +
+                      "), this-machine (measured now, as shardlab calibrate does) or a JSON "
+                      "cluster spec file");
   cmd->add_option("--math", o->math,
                   "fp32 | tf32 | bf16: the GEMM peak charged (default: bf16 with 16-bit "
                   "parameters, else fp32)");
@@ -71,6 +75,15 @@ CliCommand add_simulate_command(CLI::App& app) {
             if (cmd->count("--hybrid-group") > 0 && e.strategy != Strategy::hybrid_shard)
               SL_THROW(InvalidArgument, hybrid_group_unused_message(e.hybrid_group, e.strategy));
             o->cfg.gemm_math = o->math.empty() ? default_gemm_math(e) : parse_gemm_math(o->math);
+            if (o->cfg.cluster == "this-machine") {
+              // Measured now, briefly, on as many local ranks as --ranks asks (at least 2).
+              CalibrateOptions cal;
+              cal.quick = true;
+              cal.seconds_per_point = 0.05;
+              cal.ranks = std::max(2, o->cfg.ranks);
+              o->cfg.cluster_spec = std::make_shared<const ClusterSpec>(
+                  parse_cluster_spec(calibrate_this_machine(cal, std::cout), "this-machine"));
+            }
             run_simulation(o->cfg, std::cout);
             return 0;
           }};

@@ -65,3 +65,18 @@ expect_error(hybrid_straddles "--hybrid-group 3 spans a fraction of a node"
              ${sim} --cluster h100-sxm --ranks 24 --batch 24 --strategy hybrid_shard --hybrid-group 3)
 expect_error(bad_math "unknown GEMM math 'fp8'" ${sim} --ranks 8 --math fp8)
 expect_error(batch_split "--batch 8 must split evenly over --ranks 16" ${sim} --ranks 16)
+
+# ---- calibrate: a measured spec that simulate reads; --cluster this-machine measures in place
+run_ok(cal calibrate --seconds 0.02 --out measured.json)
+file(READ ${WORK_DIR}/measured.json measured)
+foreach(want "\"name\": \"this-machine\"" "\"source\": \"measured by shardlab calibrate" "\"ranks_per_node\": 2")
+  if(NOT measured MATCHES "${want}")
+    message(FATAL_ERROR "the measured spec lacks ${want}:\n${measured}")
+  endif()
+endforeach()
+run_ok(on_measured ${sim} --cluster measured.json --ranks 2 --trace off)
+run_ok(on_this ${sim} --cluster this-machine --ranks 2 --trace off)
+if(NOT on_this MATCHES "calibrating this machine" OR NOT on_this MATCHES "predicted for 2 ranks on this-machine")
+  message(FATAL_ERROR "--cluster this-machine did not measure:\n${on_this}")
+endif()
+expect_error(calibrate_one_rank "calibrate: --ranks 1 must be >= 2" calibrate --ranks 1)
