@@ -7,12 +7,19 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <functional>
 #include <ostream>
 #include <vector>
 
 #include "core/base/error.hpp"
 #include "core/comm/launcher.hpp"
+#include "core/device/cluster_spec.hpp"
 #include "core/device/device.hpp"
+#include "core/device/meta_device.hpp"
+#include "core/kernels/attention.hpp"
+#include "core/kernels/gelu.hpp"
+#include "core/kernels/layernorm.hpp"
+#include "core/kernels/optim.hpp"
 
 namespace shardlab {
 
@@ -89,6 +96,54 @@ double measure_copy_bandwidth(const CalibrateOptions& o, std::ostream& log) {
   return bw;
 }
 
+// How close the element-wise and row kernels come to the copy bandwidth: for each of a mix of
+// kernels (layernorm, GELU, softmax, AdamW), the time the meta kernel table charges at the copy
+// bandwidth over the time the CPU kernel takes. On a CPU most of them compute (exp, tanh,
+// divisions) more than they stream; the median ratio is the spec's memory_efficiency.
+double measure_kernel_efficiency(const CalibrateOptions& o, double copy_bw, std::ostream& log) {
+  ClusterSpec ideal;  // only what the meta kernels read: bandwidth, no launch cost
+  ideal.memory_bandwidth = copy_bw;
+  ideal.cost.memory_efficiency = 1.0;
+  ideal.cost.kernel_launch_us = 0;
+  MemoryTracker tracker, meta_tracker;
+  auto cpu = make_cpu_device(tracker);
+  VirtualClock clock;
+  MetaDevice meta(meta_tracker, ideal, clock, GemmMath::fp32);
+  const int64_t n = o.quick ? (int64_t{1} << 20) : (int64_t{4} << 20);
+  Buffer a = cpu->alloc_zeros(n * 4, MemCategory::workspace);
+  Buffer b = cpu->alloc_zeros(n * 4, MemCategory::workspace);
+  Buffer c = cpu->alloc_zeros(n * 4, MemCategory::workspace);
+  Buffer d = cpu->alloc_zeros(n * 4, MemCategory::workspace);
+  const int C = 256, N = static_cast<int>(n / C), T = 256, BH = static_cast<int>(n / (T * T));
+  struct Kernel {
+    const char* name;
+    std::function<void(Device&)> run;
+  };
+  const std::vector<Kernel> kernels = {
+      {"layernorm_forward",
+       [&](Device& dv) {
+         layernorm_forward(dv, b.f32(), c.f32(), d.f32(), a.f32(), c.f32(), d.f32(), N, C);
+       }},
+      {"gelu_forward", [&](Device& dv) { gelu_forward(dv, b.f32(), a.f32(), n); }},
+      {"softmax_forward", [&](Device& dv) { attention_softmax_forward(dv, a.f32(), BH, T); }},
+      {"adamw", [&](Device& dv) {
+         adamw_update(dv, a.f32(), b.f32(), c.f32(), d.f32(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f,
+                      1);
+       }}};
+  std::vector<double> ratios;
+  for (const Kernel& k : kernels) {
+    const double t_cpu = best_time(o.seconds_per_point, [&] { k.run(*cpu); });
+    const int64_t t0 = clock.now_ns;
+    k.run(meta);
+    const double t_model = static_cast<double>(clock.now_ns - t0) * 1e-9;
+    ratios.push_back(std::min(1.0, t_model / t_cpu));
+    log << "  " << k.name << ": " << t_cpu * 1e3 << " ms, " << 100.0 * ratios.back()
+        << "% of the copy bandwidth\n";
+  }
+  std::sort(ratios.begin(), ratios.end());
+  return 0.5 * (ratios[ratios.size() / 2 - 1] + ratios[ratios.size() / 2]);
+}
+
 // all_gather of the whole buffer `S` bytes on the launched ranks, `reps` times on every rank (the
 // ranks must agree on the number of calls); rank 0's best time.
 double time_all_gather(const CalibrateOptions& o, int64_t S, int reps) {
@@ -123,6 +178,7 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
   log << "calibrating this machine (" << o.ranks << " ranks, backend " << o.backend << ")\n";
   const GemmFit g = measure_gemm(o, log);
   const double bw = measure_copy_bandwidth(o, log);
+  const double kernel_eff = measure_kernel_efficiency(o, bw, log);
 
   // The ring: t(S) = (n - 1)(alpha + S / n / beta); two sizes give alpha and beta.
   const int n = o.ranks;
@@ -164,7 +220,7 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
       {"efficiency",
        {{"gemm_efficiency", 1.0},
         {"gemm_half_dim", g.half_dim},
-        {"memory_efficiency", 1.0},
+        {"memory_efficiency", kernel_eff},
         {"kernel_launch_us", 0}}}};
 }
 

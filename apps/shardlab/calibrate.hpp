@@ -3,7 +3,9 @@
 // ranks run on:
 //   GEMM FLOP/s of square sgemm over sizes (one BLAS thread: one rank's share of the cores); the
 //     largest size's rate is the peak, the smaller ones fit the efficiency's half dimension;
-//   memory bandwidth of a large copy (bytes read plus written per second);
+//   memory bandwidth of a large copy (bytes read plus written per second), and how close a mix of
+//     element-wise and row kernels (layernorm, GELU, softmax, AdamW) comes to it: the spec's
+//     memory_efficiency;
 //   the collectives' alpha and beta: all_gather of a small and a large buffer on the ranks,
 //     solved for the ring's (n - 1)(alpha + S / n / beta).
 // The machine is one node of --ranks ranks; its inter-node link is the same measured link.
