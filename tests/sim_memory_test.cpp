@@ -38,10 +38,12 @@ struct Case {
   bool act_ckpt;
   int accum;
   bool bf16;
+  std::string wrap = "block";
   std::string name() const {
     std::ostringstream os;
     os << strategy_name(strategy) << " N=" << ranks << " prefetch " << prefetch
-       << (act_ckpt ? " act-ckpt" : "") << " accum " << accum << (bf16 ? " bf16" : " f32");
+       << (act_ckpt ? " act-ckpt" : "") << " accum " << accum << (bf16 ? " bf16" : " f32")
+       << " wrap " << wrap;
     return os.str();
   }
 };
@@ -53,6 +55,7 @@ EngineConfig config_of(const Case& c) {
   if (c.strategy == Strategy::hybrid_shard) ec.hybrid_group = c.ranks % 2 == 0 ? 2 : c.ranks;
   ec.prefetch = c.prefetch;
   ec.act_ckpt = c.act_ckpt;
+  ec.wrap = c.wrap;
   if (c.bf16) ec.param_dtype = ec.reduce_dtype = DType::bf16;
   return ec;
 }
@@ -153,6 +156,14 @@ TEST(SimMemory, CommBuffersAreExactWhenReductionsCannotOverlap) {
       for (int prefetch : {0, 2})
         EXPECT_TRUE(expect_same_peaks({s, n, prefetch, n % 2 == 0, 1, false}, "h100-sxm"))
             << strategy_name(s) << " N=" << n << " prefetch " << prefetch;
+}
+
+// The units the wrap policy makes change what is gathered together; the simulator follows.
+TEST(SimMemory, EveryWrapPolicyToo) {
+  for (const char* wrap : {"whole", "layer", "blocks:2", "size:5000"}) {
+    expect_same_peaks({Strategy::full_shard, 4, 1, false, 1, false, wrap}, "h100-sxm");
+    expect_same_peaks({Strategy::shard_grad_op, 3, 2, true, 2, true, wrap}, "h100-sxm");
+  }
 }
 
 // The cluster changes the time, never the memory: the A100 preset gives the same peaks.
