@@ -135,6 +135,43 @@ def bench_explained(cwd):
     return load_module("bench_explained").make(cwd)
 
 
+# docs/simulate.md: a 7B-class step predicted on 64 H100s, and gpt2-xl's strategies on two
+# clusters. Simulated times are virtual: the same on any machine, whatever its load.
+SIM_7B = ("build/bin/shardlab simulate --cluster h100-sxm --model 7b --ranks 64 --batch 64 "
+          "--seq 2048 --param-dtype bf16 --reduce-dtype bf16 --act-ckpt "
+          "--run-dir sim-7b --overwrite")
+
+
+def simulate_7b(cwd):
+    """The parallel line and the predictions of SIM_7B."""
+    out = run(SIM_7B, cwd)
+    start = out.find("\npredicted for")
+    par = [l for l in out.split("\n") if l.startswith("parallel:")]
+    if start < 0 or not par:
+        sys.exit("docs/figures.py: shardlab simulate printed no 'predicted for' section")
+    cmd = SIM_7B.replace("build/bin/", "").replace("--ranks 64 ", "--ranks 64 \\\n    ")
+    body = out[start + 1:].rstrip().split("\n")
+    body = [l for l in body if not l.startswith("run directory") and "(tables:" not in l]
+    return fenced(cmd.split("\n") + ["...", par[0], "..."] + body)
+
+
+def simulate_table(cwd):
+    """gpt2-xl on 64 ranks, bf16: no_shard, full_shard and hybrid_shard (G 8) on both presets."""
+    rows = ["| cluster | strategy | step time | tokens/s | MFU | exposed comm | peak/rank |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+    base = ("build/bin/shardlab simulate --model gpt2-xl --ranks 64 --batch 64 --seq 1024 "
+            "--param-dtype bf16 --reduce-dtype bf16 --run-dir sim-table --overwrite")
+    for cluster in ["h100-sxm", "a100-40gb"]:
+        for strategy in ["no_shard", "full_shard", "hybrid_shard --hybrid-group 8"]:
+            out = run(f"{base} --cluster {cluster} --strategy {strategy}", cwd)
+            get = lambda pat: re.search(pat, out).group(1)
+            rows.append(f"| {cluster} | {strategy} | {get(r'step time +([0-9.]+ ms)')} | "
+                        f"{int(get(r'tokens/s +([0-9]+)')):,} | {get(r'MFU +([0-9.]+%)')} | "
+                        f"{get(r'exposed comm +([0-9.]+ ms)')} | "
+                        f"{get(r'peak memory +([0-9.]+ [KMG]iB)')} |")
+    return "\n".join(rows)
+
+
 # name: (pages, make(cwd) -> block, slow)
 FIGURES = {
     "demo": (["README.md", "docs/fsdp.md"], demo_table, False),
@@ -150,6 +187,8 @@ FIGURES = {
     "summary-tiny": (["docs/observability.md"], summary_tiny, False),
     "viewer-tour": (["docs/viewer-tour.md"], viewer_tour, False),
     "bench-explained": (["docs/bench/README.md"], bench_explained, False),
+    "simulate-7b": (["docs/simulate.md"], simulate_7b, False),
+    "simulate-table": (["docs/simulate.md"], simulate_table, False),
 }
 
 

@@ -223,7 +223,7 @@ TEST(CommFailure, LaunchOptionsAreChecked) {
     launch(o, fn);
     ADD_FAILURE() << "unknown backend accepted";
   } catch (const InvalidArgument& e) {
-    EXPECT_TRUE(contains(e.what(), "unknown backend 'gloo' (expected local, mpi or nccl)"));
+    EXPECT_TRUE(contains(e.what(), "unknown backend 'gloo' (expected local, mpi, nccl or sim)"));
   }
   o.backend = "nccl";
   EXPECT_THROW(launch(o, fn), InvalidArgument);

@@ -29,6 +29,9 @@ CliCommand add_summary_command(CLI::App& app);  // cli_summary.cpp
 CliCommand add_export_command(CLI::App& app);   // cli_checkpoint.cpp
 CliCommand add_inspect_command(CLI::App& app);  // cli_checkpoint.cpp
 
+CliCommand add_simulate_command(CLI::App& app);   // cli_simulate.cpp
+CliCommand add_calibrate_command(CLI::App& app);  // cli_calibrate.cpp
+
 // "tiny|small|medium|gpt2", for help texts.
 std::string preset_list();
 
@@ -60,5 +63,23 @@ void add_engine_options(CLI::App* cmd, EngineConfig& engine, int& accum, EngineO
                         const EngineOptionHelp& help);
 // The strings into `engine` and `mem_limit` (bytes); throws InvalidArgument naming the option.
 void apply_engine_options(const EngineOptionStrings& s, EngineConfig& engine, int64_t& mem_limit);
+
+// ---- the options of `train`, which `simulate` shares (cli_train.cpp) ----------------------------
+struct TrainConfig;
+// String options parsed after CLI11 is done, so their errors read like every other one.
+struct TrainOptionStrings {
+  std::string optimizer = "adamw";
+  std::string schedule = "cosine";
+  std::string strategy = "full_shard";
+  std::string accum_mode = "reduce_each";
+  EngineOptionStrings engine;  // --param-dtype, --reduce-dtype, --mem-limit
+  std::string slow_rank;
+  std::string hang_rank;
+  std::string trace = "on";
+};
+// Every option of `train` bound to `c` (simulate: those a simulation uses).
+void add_train_options(CLI::App* cmd, TrainConfig& c, TrainOptionStrings& s, bool simulate);
+// The strings into `c`; throws InvalidArgument naming the option.
+void apply_train_options(TrainConfig& c, const TrainOptionStrings& s);
 
 }  // namespace shardlab

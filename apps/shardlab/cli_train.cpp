@@ -22,18 +22,6 @@ std::string preset_list() {
 
 namespace {
 
-// String options parsed after CLI11 is done, so their errors read like every other one.
-struct TrainStrings {
-  std::string optimizer = "adamw";
-  std::string schedule = "cosine";
-  std::string strategy = "full_shard";
-  std::string accum_mode = "reduce_each";
-  EngineOptionStrings engine;  // --param-dtype, --reduce-dtype, --mem-limit
-  std::string slow_rank;
-  std::string hang_rank;
-  std::string trace = "on";
-};
-
 const EngineOptionHelp kTrainEngineHelp = {
     "Parallelism",
     "hybrid_shard only: ranks per shard group G (must divide the ranks; 0 = all)",
@@ -47,8 +35,12 @@ const EngineOptionHelp kTrainEngineHelp = {
     "layer (each block's attention and MLP apart) | blocks:K (K blocks a unit) | size:N (PyTorch's "
     "size_based_auto_wrap_policy, min_num_params N); docs/fsdp.md"};
 
-// Each section names its help group once: the options after it join that group.
-void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {
+}  // namespace
+
+// Each section names its help group once: the options after it join that group. `simulate`
+// leaves out what a simulation has no use for (data files, threads, backends, checkpoints,
+// faults) and words --ranks for it.
+void add_train_options(CLI::App* cmd, TrainConfig& c, TrainOptionStrings& s, bool simulate) {
   cmd->option_defaults()->always_capture_default();
   // A later occurrence wins, so scripts can append overrides to a base command line.
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -62,15 +54,19 @@ void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {
   cmd->add_option("--vocab-size", c.vocab_size, "override the vocabulary size V");
   cmd->add_option("--max-seq-len", c.max_seq_len, "override the longest sequence the model takes");
 
-  cmd->option_defaults()->group("Data");
-  cmd->add_option("--data", c.data,
-                  "synthetic (Markov chain, known best loss) | FILE.bin (llm.c shard) | any "
-                  "other FILE (bytes)");
-  cmd->add_option("--synthetic-vocab", c.synthetic.vocab, "synthetic: number of distinct tokens");
-  cmd->add_option("--synthetic-successors", c.synthetic.successors,
-                  "synthetic: possible next tokens after each token");
-  cmd->add_option("--corpus-seed", c.synthetic.seed, "synthetic: seed of the chain and its sample");
-  cmd->add_option("--corpus-tokens", c.synthetic.tokens, "synthetic: tokens drawn from the chain");
+  if (!simulate) {
+    cmd->option_defaults()->group("Data");
+    cmd->add_option("--data", c.data,
+                    "synthetic (Markov chain, known best loss) | FILE.bin (llm.c shard) | any "
+                    "other FILE (bytes)");
+    cmd->add_option("--synthetic-vocab", c.synthetic.vocab, "synthetic: number of distinct tokens");
+    cmd->add_option("--synthetic-successors", c.synthetic.successors,
+                    "synthetic: possible next tokens after each token");
+    cmd->add_option("--corpus-seed", c.synthetic.seed,
+                    "synthetic: seed of the chain and its sample");
+    cmd->add_option("--corpus-tokens", c.synthetic.tokens,
+                    "synthetic: tokens drawn from the chain");
+  }
 
   cmd->option_defaults()->group("Training");
   cmd->add_option("--steps", c.steps, "optimizer steps to run");
@@ -79,7 +75,8 @@ void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {
   cmd->add_option("--seed", e.seed, "seed of the initial weights and of the batch order");
   cmd->add_option("--print-every", c.print_every,
                   "print a line every k steps (0 = every step up to 100 steps, else ~50 lines)");
-  cmd->add_option("--threads", c.threads, "OpenBLAS threads for the matrix products");
+  if (!simulate)
+    cmd->add_option("--threads", c.threads, "OpenBLAS threads for the matrix products");
 
   cmd->option_defaults()->group("Optimizer");
   cmd->add_option("--optimizer", s.optimizer, "adamw | sgd");
@@ -98,12 +95,17 @@ void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {
   cmd->add_option("--strategy", s.strategy,
                   "no_shard (DDP) | shard_optim (ZeRO-1) | shard_grad_op (ZeRO-2) | full_shard "
                   "(ZeRO-3, FSDP) | hybrid_shard (HSDP)");
-  cmd->add_option("--ranks", c.ranks,
-                  "ranks: local threads each with its own tracked memory, or GPUs with nccl");
-  cmd->add_option("--backend", c.backend,
-                  "local (threads) | mpi (under mpirun: one process per rank, --ranks ignored) | "
-                  "nccl (one GPU per rank; needs --device cuda)");
-  cmd->add_option("--device", c.device, "cpu | cuda (needs --backend nccl and a CUDA build)");
+  if (simulate) {
+    cmd->add_option("--ranks", c.ranks,
+                    "ranks (GPUs) of the job: one is simulated and stands for all of them");
+  } else {
+    cmd->add_option("--ranks", c.ranks,
+                    "ranks: local threads each with its own tracked memory, or GPUs with nccl");
+    cmd->add_option("--backend", c.backend,
+                    "local (threads) | mpi (under mpirun: one process per rank, --ranks ignored) "
+                    "| nccl (one GPU per rank; needs --device cuda)");
+    cmd->add_option("--device", c.device, "cpu | cuda (needs --backend nccl and a CUDA build)");
+  }
   add_engine_options(cmd, e, c.accum, s.engine, kTrainEngineHelp);
   cmd->add_option("--max-inflight-gathers", e.max_inflight_gathers,
                   "at most this many all-gathers in flight, the one about to be used included "
@@ -117,6 +119,8 @@ void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {
                   "on: write a run directory (the viewer and `shardlab summary` read it) | off");
   cmd->add_option("--run-dir", c.run_dir, "the run directory (auto = runs/<strategy>-n<N>-<time>)");
   cmd->add_flag("--overwrite", c.overwrite_run_dir, "reuse a non-empty --run-dir");
+
+  if (simulate) return;
 
   cmd->option_defaults()->group("Checkpoints");
   cmd->add_option("--save-every", c.save_every,
@@ -142,7 +146,7 @@ void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {
                   "(to see the watchdog fire)");
 }
 
-void apply_strings(TrainConfig& c, const TrainStrings& s) {
+void apply_train_options(TrainConfig& c, const TrainOptionStrings& s) {
   c.engine.optim.kind = parse_optimizer_kind(s.optimizer);
   c.schedule = parse_lr_schedule(s.schedule);
   c.engine.strategy = parse_strategy(s.strategy);
@@ -158,6 +162,8 @@ void apply_strings(TrainConfig& c, const TrainStrings& s) {
     SL_THROW(InvalidArgument, "--trace '", s.trace, "': expected on or off");
   }
 }
+
+namespace {
 
 const char* kTrainFooter =
     "\nPresets (parameters): tiny 0.1M (V 256, T 64, L 2, C 64); small 3.3M (V 256, T 256, L 4,\n"
@@ -181,16 +187,16 @@ const char* kTrainFooter =
 CliCommand add_train_command(CLI::App& app) {
   struct Options {
     TrainConfig cfg;
-    TrainStrings str;
+    TrainOptionStrings str;
   };
   auto o = std::make_shared<Options>();
   o->cfg.run_dir = "auto";  // the command line traces by default; --trace off turns it off
   CLI::App* cmd = app.add_subcommand(
       "train", "train a GPT on N ranks with any sharding strategy, one line per step");
-  add_train_options(cmd, o->cfg, o->str);
+  add_train_options(cmd, o->cfg, o->str, false);
   cmd->footer(kTrainFooter);
   return {cmd, [o, cmd] {
-            apply_strings(o->cfg, o->str);
+            apply_train_options(o->cfg, o->str);
             // validate() sees only the value: an explicit --hybrid-group 0 is refused here.
             const EngineConfig& e = o->cfg.engine;
             if (cmd->count("--hybrid-group") > 0 && e.strategy != Strategy::hybrid_shard)

@@ -2,6 +2,8 @@
 //   shardlab train [options]          train a GPT on N ranks with any sharding strategy
 //   shardlab demo                     DP against FSDP on 4 local ranks, side by side
 //   shardlab plan [options]           per-rank memory of each strategy, before running anything
+//   shardlab simulate [options]       one rank of N on a cluster: predicted time and memory
+//   shardlab calibrate [--out FILE]   measure this machine, write a cluster spec for simulate
 //   shardlab summary RUN_DIR          a run directory's summary as tables
 //   shardlab inspect CKPT_DIR         what a checkpoint holds; verifies every checksum
 //   shardlab export CKPT_DIR OUT      a checkpoint's parameters as one .safetensors file
@@ -31,10 +33,10 @@ int main(int argc, char** argv) {
       "Example: shardlab train --model small --data synthetic --steps 300\n"
       "         shardlab summary runs/<the directory train printed>");
 
-  const std::vector<CliCommand> commands = {add_train_command(app),   add_demo_command(app),
-                                            add_plan_command(app),    add_summary_command(app),
-                                            add_inspect_command(app), add_export_command(app),
-                                            add_data_command(app)};
+  const std::vector<CliCommand> commands = {
+      add_train_command(app),   add_demo_command(app),     add_plan_command(app),
+      add_summary_command(app), add_inspect_command(app),  add_export_command(app),
+      add_data_command(app),    add_simulate_command(app), add_calibrate_command(app)};
 
   try {
     app.parse(argc, argv);

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/base/dtype.hpp"
 
@@ -80,6 +81,15 @@ class Communicator {
   // A new communicator over the ranks that pass the same color, ordered by (key, old rank).
   // Collective: every rank of this communicator must call it.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  // split() for a caller that can name the group it asks for: `members` are the ranks of this
+  // communicator that pass `color`, ascending (the mesh knows them). The real backends learn the
+  // members by exchanging colours and ignore the list; the simulator, which runs one rank of N and
+  // so cannot hear the others' colours, takes the group from it.
+  virtual std::unique_ptr<Communicator> split_group(int color, int key,
+                                                    const std::vector<int>& members) {
+    (void)members;
+    return split(color, key);
+  }
 
   // Where spans go (may be null: nothing recorded). Set by the launcher.
   void set_recorder(Recorder* r) { recorder_ = r; }

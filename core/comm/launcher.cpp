@@ -18,6 +18,8 @@
 #include "core/comm/mpi_backend.hpp"
 #include "core/comm/nccl_backend.hpp"
 #include "core/comm/rank_resources.hpp"
+#include "core/comm/sim_comm.hpp"
+#include "core/device/meta_device.hpp"
 #include "core/trace/recorder.hpp"
 
 namespace shardlab {
@@ -102,6 +104,41 @@ void launch_local(const LaunchOptions& opts, const std::function<void(RankContex
     throw RankFailure(failed, "rank " + std::to_string(failed) + ": " + world->failure_message());
 }
 
+// One simulated rank on a thread of its own, so that its virtual clock and rank name stay there.
+void launch_sim(const LaunchOptions& opts, const std::function<void(RankContext&)>& fn) {
+  if (!opts.cluster) SL_THROW(InvalidArgument, "launch: backend sim needs a cluster spec");
+  if (opts.device != "meta")
+    SL_THROW(InvalidArgument, "launch: backend sim runs on device meta, not '", opts.device, "'");
+  opts.cluster->check_ranks(opts.ranks);
+  const int rank = opts.sim_rank;
+  if (rank < 0 || rank >= opts.ranks)
+    SL_THROW(InvalidArgument, "launch: simulated rank ", rank, " outside [0, ", opts.ranks, ")");
+  std::string failure;
+  std::thread t([&] {
+    set_thread_rank(rank);
+    VirtualClock clock;
+    ScopedVirtualClock on_this_thread(clock);
+    try {
+      RankResources res;
+      res.tracker = std::make_unique<MemoryTracker>(rank, opts.mem_limit);
+      res.recorder = opts.make_recorder ? opts.make_recorder(rank) : nullptr;
+      if (!res.recorder) res.recorder = Recorder::disabled(rank);
+      if (res.recorder->enabled()) res.recorder->attach(*res.tracker);
+      res.device = make_meta_device(*res.tracker, *opts.cluster, clock, opts.gemm_math);
+      std::unique_ptr<Communicator> comm =
+          make_sim_communicator(opts.cluster, opts.ranks, rank, *res.device, clock);
+      run_rank_fn(res, *comm, rank, opts.ranks, fn);
+    } catch (const std::exception& e) {
+      failure = strip_rank_prefix(e.what(), rank);
+    } catch (...) {
+      failure = "unknown exception (not derived from std::exception)";
+    }
+    set_thread_rank(-1);
+  });
+  t.join();
+  if (!failure.empty()) throw RankFailure(rank, "rank " + std::to_string(rank) + ": " + failure);
+}
+
 }  // namespace
 
 bool under_mpirun() {
@@ -115,9 +152,11 @@ void launch(const LaunchOptions& opts, const std::function<void(RankContext&)>& 
     launch_mpi(opts, fn);
   } else if (opts.backend == "nccl") {
     launch_nccl(opts, fn);
+  } else if (opts.backend == "sim") {
+    launch_sim(opts, fn);
   } else {
     SL_THROW(InvalidArgument, "launch: unknown backend '", opts.backend,
-             "' (expected local, mpi or nccl)");
+             "' (expected local, mpi, nccl or sim)");
   }
 }
 

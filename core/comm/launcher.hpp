@@ -3,6 +3,8 @@
 //   local: `--ranks N` starts N threads in this process (the default; no setup)
 //   mpi:   under `mpirun -np N`, each process is one rank
 //   nccl:  one thread per GPU in this process (CUDA builds)
+//   sim:   one rank of `--ranks N` on a cluster spec, on a thread of its own with a MetaDevice, a
+//          SimCommunicator and a virtual clock (docs/simulate.md)
 // If any rank throws, the others are released from their collectives (CommError) and launch()
 // rethrows the first failure as RankFailure naming the rank and its message.
 #pragma once
@@ -15,6 +17,7 @@
 #include "core/base/error.hpp"
 #include "core/comm/communicator.hpp"
 #include "core/comm/flight_recorder.hpp"
+#include "core/device/cluster_spec.hpp"
 #include "core/device/device.hpp"
 #include "core/memory/tracker.hpp"
 
@@ -34,10 +37,15 @@ struct RankContext {
 };
 
 struct LaunchOptions {
-  std::string backend = "local";  // local | mpi | nccl
-  int ranks = 1;                  // local and nccl; mpi takes the size from mpirun
-  std::string device = "cpu";     // cpu | cuda
-  int64_t mem_limit = 0;          // per-rank tracker capacity in bytes, 0 = unlimited
+  std::string backend = "local";  // local | mpi | nccl | sim
+  int ranks = 1;                  // local, nccl and sim; mpi takes the size from mpirun
+  std::string device = "cpu";     // cpu | cuda | meta (sim only)
+  // sim: the cluster, the one rank that runs (standing for all of them) and the GEMM math its
+  // device is charged at.
+  std::shared_ptr<const ClusterSpec> cluster;
+  int sim_rank = 0;
+  GemmMath gemm_math = GemmMath::fp32;
+  int64_t mem_limit = 0;  // per-rank tracker capacity in bytes, 0 = unlimited
   // The collective watchdog (local and mpi): a rank waiting longer than this in one collective
   // stops the job, naming the ranks that did not arrive, and writes flight.json where the rank's
   // FlightRecorder::set_dump_path says.

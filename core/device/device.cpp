@@ -3,7 +3,14 @@
 
 namespace shardlab {
 
-const char* device_kind_name(DeviceKind k) { return k == DeviceKind::cpu ? "cpu" : "cuda"; }
+const char* device_kind_name(DeviceKind k) {
+  switch (k) {
+    case DeviceKind::cpu: return "cpu";
+    case DeviceKind::cuda: return "cuda";
+    case DeviceKind::meta: return "meta";
+  }
+  return "?";
+}
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {

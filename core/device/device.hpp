@@ -1,6 +1,7 @@
 // Device: where a rank's tensors live and its math runs. Every allocation goes through the rank's
 // MemoryTracker under a category; buffers are move-only and free themselves.
-// CpuDevice (OpenBLAS) is the reference; CudaDevice (cuBLAS) implements the same interface.
+// CpuDevice (OpenBLAS) is the reference; CudaDevice (cuBLAS) implements the same interface;
+// MetaDevice (meta_device.hpp) holds no memory and charges a simulated rank's virtual clock.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@
 
 namespace shardlab {
 
-enum class DeviceKind : uint8_t { cpu, cuda };
+enum class DeviceKind : uint8_t { cpu, cuda, meta };
 const char* device_kind_name(DeviceKind k);
 
 class Device;
@@ -56,6 +57,9 @@ class Device {
   Device& operator=(const Device&) = delete;
 
   virtual DeviceKind kind() const = 0;
+  // False for the MetaDevice: buffers have addresses but no bytes behind them, so nothing may
+  // fill them from the host (initial values) or depend on what they hold.
+  virtual bool holds_data() const { return true; }
   MemoryTracker& tracker() const { return tracker_; }
 
   // Uninitialised memory charged to `c`; throws OutOfMemory past the tracker's capacity.

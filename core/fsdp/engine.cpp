@@ -34,8 +34,10 @@ Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,
 
   // Groups. Every rank calls split twice (collective), whatever its strategy; a group of one
   // rank is dropped. Keys are world ranks, so reductions run in world-rank order.
-  std::unique_ptr<Communicator> sc = world.split(mesh.shard_color, mesh.rank);
-  std::unique_ptr<Communicator> rc = world.split(mesh.replica_color, mesh.rank);
+  std::unique_ptr<Communicator> sc =
+      world.split_group(mesh.shard_color, mesh.rank, mesh.shard_ranks());
+  std::unique_ptr<Communicator> rc =
+      world.split_group(mesh.replica_color, mesh.rank, mesh.replica_ranks());
   SL_CHECK(sc->size() == mesh.shard_size && rc->size() == mesh.replica_size,
            "engine: split gave groups of ", sc->size(), " and ", rc->size(), " ranks, the mesh ",
            mesh.shard_size, " and ", mesh.replica_size);
@@ -80,22 +82,28 @@ void Engine::Impl::init_units() {
 
     // Every rank initialises the whole unit on the host (values depend only on seed and names)
     // and keeps its part; padding is zero and stays zero (zero gradient, zero weight decay).
-    std::vector<float> host(P, 0.0f);
-    int64_t dst = 0;
-    for (const WrapSegment& seg : wrap.units[id].segments) {
-      std::vector<float> whole(model_units[seg.model_unit].numel);
-      init_unit(model, seg.model_unit, cfg.seed, whole.data());
-      std::copy(whole.begin() + seg.offset, whole.begin() + seg.offset + seg.numel,
-                host.begin() + dst);
-      dst += seg.numel;
+    // A device that holds no data (the simulator's) gets the same allocations and copies, but no
+    // host values: a 7B model's units are never materialised.
+    std::vector<float> host;
+    if (dev.holds_data()) {
+      host.assign(static_cast<size_t>(P), 0.0f);
+      int64_t dst = 0;
+      for (const WrapSegment& seg : wrap.units[id].segments) {
+        std::vector<float> whole(model_units[seg.model_unit].numel);
+        init_unit(model, seg.model_unit, cfg.seed, whole.data());
+        std::copy(whole.begin() + seg.offset, whole.begin() + seg.offset + seg.numel,
+                  host.begin() + dst);
+        dst += seg.numel;
+      }
     }
+    const auto from = [&](int64_t offset) { return host.empty() ? nullptr : host.data() + offset; };
     const int64_t first = full_params() ? 0 : u.own.offset;
     if (!mixed()) {
-      dev.copy_from_host(u.params.data(), host.data() + first, n_params * 4);
+      dev.copy_from_host(u.params.data(), from(first), n_params * 4);
     } else {
-      dev.copy_from_host(u.master.data(), host.data() + u.own.offset, u.own.size * 4);
+      dev.copy_from_host(u.master.data(), from(u.own.offset), u.own.size * 4);
       Buffer tmp = dev.alloc(n_params * 4, MemCategory::workspace);
-      dev.copy_from_host(tmp.data(), host.data() + first, n_params * 4);
+      dev.copy_from_host(tmp.data(), from(first), n_params * 4);
       cast_from_f32(dev, u.params.data(), cfg.param_dtype, tmp.f32(), n_params);
     }
     if (rec && gathers()) rec->unit(id, UnitState::sharded);

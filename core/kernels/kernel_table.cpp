@@ -20,6 +20,7 @@ const KernelTable& kernel_table(const Device& dev) {
   switch (dev.kind()) {
     case DeviceKind::cpu: return kCpuKernels;
     case DeviceKind::cuda: return cuda_kernel_table();
+    case DeviceKind::meta: return meta_kernel_table();
   }
   SL_THROW(Error, "no kernel table for device kind ", static_cast<int>(dev.kind()));
 }

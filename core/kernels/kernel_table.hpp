@@ -42,16 +42,20 @@ const KernelTable& cpu_kernel_table();
 // The CUDA table: the launchers of kernels/cuda/<family>.cu. Throws Error in a build without CUDA
 // (where no CUDA device can exist either).
 const KernelTable& cuda_kernel_table();
+// The meta table (kernels/meta_kernels.cpp): no arithmetic; each kernel charges the bytes it moves
+// to the MetaDevice's virtual clock.
+const KernelTable& meta_kernel_table();
 
 // Each family's entry on each device: kCpu<Family> at the end of kernels/<family>.cpp,
-// kCuda<Family> at the end of kernels/cuda/<family>.cu (built with SHARDLAB_CUDA only).
-extern const AttentionKernels kCpuAttention, kCudaAttention;
-extern const CrossEntropyKernels kCpuCrossEntropy, kCudaCrossEntropy;
-extern const ElementwiseKernels kCpuElementwise, kCudaElementwise;
-extern const EncoderKernels kCpuEncoder, kCudaEncoder;
-extern const GeluKernels kCpuGelu, kCudaGelu;
-extern const LayerNormKernels kCpuLayerNorm, kCudaLayerNorm;
-extern const OptimKernels kCpuOptim, kCudaOptim;
-extern const ResidualKernels kCpuResidual, kCudaResidual;
+// kCuda<Family> at the end of kernels/cuda/<family>.cu (built with SHARDLAB_CUDA only),
+// kMeta<Family> in kernels/meta_kernels.cpp.
+extern const AttentionKernels kCpuAttention, kCudaAttention, kMetaAttention;
+extern const CrossEntropyKernels kCpuCrossEntropy, kCudaCrossEntropy, kMetaCrossEntropy;
+extern const ElementwiseKernels kCpuElementwise, kCudaElementwise, kMetaElementwise;
+extern const EncoderKernels kCpuEncoder, kCudaEncoder, kMetaEncoder;
+extern const GeluKernels kCpuGelu, kCudaGelu, kMetaGelu;
+extern const LayerNormKernels kCpuLayerNorm, kCudaLayerNorm, kMetaLayerNorm;
+extern const OptimKernels kCpuOptim, kCudaOptim, kMetaOptim;
+extern const ResidualKernels kCpuResidual, kCudaResidual, kMetaResidual;
 
 }  // namespace shardlab

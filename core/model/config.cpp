@@ -18,6 +18,11 @@ const Preset kPresets[] = {
     {"small", {256, 256, 4, 4, 256}},
     {"medium", {256, 512, 8, 8, 512}},
     {"gpt2", {50257, 1024, 12, 12, 768}},
+    // For the simulator (docs/simulate.md): GPT-2 XL's shape (1.56B), and a 7B-class GPT with
+    // LLaMA-7B's widths (L 32, C 4096, 32 heads, T 2048, V 32000) on this project's block (GELU MLP
+    // of 4C, biases): 6.59B parameters.
+    {"gpt2-xl", {50257, 1024, 48, 25, 1600}},
+    {"7b", {32000, 2048, 32, 32, 4096}},
 };
 
 std::string with_commas(int64_t n) {

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "core/base/error.hpp"
+#include "core/base/virtual_clock.hpp"
 #include "core/trace/json_line.hpp"
 
 namespace shardlab {
@@ -52,7 +53,11 @@ const char* unit_state_name(UnitState s) {
   }
 }
 
-int64_t trace_now_ns() { return steady_ns() - clock_epoch().load(std::memory_order_relaxed); }
+// A simulated rank's thread reads its virtual clock: its spans carry predicted times.
+int64_t trace_now_ns() {
+  if (const VirtualClock* v = thread_virtual_clock()) return v->now_ns;
+  return steady_ns() - clock_epoch().load(std::memory_order_relaxed);
+}
 void trace_reset_clock() { clock_epoch().store(steady_ns(), std::memory_order_relaxed); }
 
 struct Recorder::Impl {

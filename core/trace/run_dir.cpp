@@ -51,7 +51,15 @@ std::string default_run_name(const json& meta, std::time_t now) {
   std::string name = "run";
   auto it = meta.find("strategy");
   if (it != meta.end() && it->is_string()) name = safe_path_part(it->get<std::string>());
-  it = meta.find("world_size");
+  // A simulated run: "sim-<strategy>-n<simulated ranks>-...".
+  const auto sim = meta.find("simulated");
+  if (sim != meta.end() && sim->is_object()) {
+    name = "sim-" + name;
+    it = sim->find("ranks");
+    if (it == sim->end()) it = meta.find("world_size");
+  } else {
+    it = meta.find("world_size");
+  }
   // dump() writes the integer's own digits: get<int>() would wrap a world_size above 2^31.
   if (it != meta.end() && it->is_number_integer()) name += "-n" + it->dump();
   std::tm tm{};

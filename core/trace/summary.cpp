@@ -320,6 +320,16 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
     }
     os << "\n";
   }
+  const auto sim = meta.is_object() ? meta.find("simulated") : meta.end();
+  if (sim != meta.end() && sim->is_object()) {
+    const auto n = sim->find("ranks");
+    const auto r = sim->find("rank");
+    os << "simulated: the predicted timeline of rank "
+       << (r != sim->end() && r->is_number_integer() ? r->dump() : std::string("?")) << " of "
+       << (n != sim->end() && n->is_number_integer() ? n->dump() : std::string("?"))
+       << " ranks on cluster " << meta_str(*sim, "cluster")
+       << " (virtual times; tokens/s below counts this rank's tokens)\n";
+  }
   const StepTimeStats& st = s.step_time;
   std::snprintf(
       buf, sizeof buf,

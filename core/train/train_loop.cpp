@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/base/error.hpp"
+#include "core/base/virtual_clock.hpp"
 #include "core/checkpoint/load.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/comm/launcher.hpp"
@@ -28,11 +29,17 @@ namespace shardlab {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
+// The loop's clock in seconds: wall time, or on a simulated rank its virtual clock, so that step
+// times, tokens/s and the step events are the predicted ones (docs/simulate.md).
+double now_s() {
+  if (const VirtualClock* v = thread_virtual_clock()) return static_cast<double>(v->now_ns) * 1e-9;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+
+double seconds_since(double t) { return now_s() - t; }
+
+// A simulated rank (backend sim): the only rank in this process, so it does rank 0's work.
+bool simulated(const RankContext& ctx) { return !ctx.device->holds_data(); }
 
 // What every rank shares, settled before the ranks start.
 struct RunPlan {
@@ -66,7 +73,7 @@ class RankTrace {
     rec_->flush();
     detach();
     ctx_.comm->barrier();
-    if (ctx_.rank == 0) RunDir::open(path_).finish();
+    if (ctx_.rank == 0 || simulated(ctx_)) RunDir::open(path_).finish();
   }
 
  private:
@@ -125,7 +132,7 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
            " but the world has ", ctx.world, " ranks");
   RankTrace trace(p, ctx);
   if (!trace.path().empty()) ctx.flight()->set_dump_path(trace.path() + "/flight.json");
-  const bool printer = ctx.rank == 0;
+  const bool printer = ctx.rank == 0 || simulated(ctx);
   if (printer) {
     print_run_header(out, cfg, p.model, *p.corpus);
     print_parallel_line(out, cfg, ctx.world, ctx.comm->backend());
@@ -140,12 +147,13 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
   const int64_t tokens_per_step = cfg.batch * cfg.seq;
   const nlohmann::json extra = {{"train", train_config_json(cfg)}};
   std::vector<float> losses;
+  std::vector<double> step_seconds;
   std::string last_ckpt;
   double ckpt_seconds = 0.0;
   if (printer) print_step_header(out);
 
-  const auto t0 = Clock::now();
-  auto t_line = t0;
+  const double t0 = now_s();
+  double t_line = t0;
   double loss_sum = 0.0;
   int64_t since_line = 0;
   for (int64_t s = start; s < cfg.steps; ++s) {
@@ -154,7 +162,7 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
     ctx.flight()->set_step(s + 1);
     if (ctx.rank == cfg.hang_rank.rank && s + 1 == cfg.hang_rank.step)
       std::this_thread::sleep_for(std::chrono::duration<double>(cfg.hang_rank.seconds));
-    const auto t_step = Clock::now();
+    const double t_step = now_s();
     const float loss = stepper.step(batch.inputs.data(), batch.targets.data(),
                                     static_cast<int>(batch.rows), static_cast<int>(batch.seq), lr);
     const double step_s = seconds_since(t_step);
@@ -164,6 +172,7 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
     ctx.recorder->step(static_cast<int>(s + 1), loss, batch.rows * batch.seq, step_s);
     ctx.recorder->flush();
     losses.push_back(loss);
+    step_seconds.push_back(step_s);
     loss_sum += loss;
     ++since_line;
     const bool line_due = (s + 1) % every == 0 || s + 1 == cfg.steps;
@@ -172,14 +181,14 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
       print_step_line(
           out, {s + 1, loss_sum / since_line, lr, dt > 0 ? since_line * tokens_per_step / dt : 0.0,
                 ctx.tracker->peak_total()});
-      t_line = Clock::now();
+      t_line = now_s();
     }
     if (line_due) {
       loss_sum = 0.0;
       since_line = 0;
     }
     if (cfg.save_every > 0 && ((s + 1) % cfg.save_every == 0 || s + 1 == cfg.steps)) {
-      const auto t_save = Clock::now();
+      const double t_save = now_s();
       // A compute-lane span: the save's barriers wait on file I/O, not on communication.
       ScopedSpan span(ctx.recorder, "checkpoint_save");
       last_ckpt = save_train_checkpoint(stepper.engine(), *ctx.comm, cfg.ckpt_dir, s + 1,
@@ -187,7 +196,7 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
       ctx.recorder->mark("checkpoint " + last_ckpt);
       const double dt = seconds_since(t_save);
       ckpt_seconds += dt;
-      t_line += Clock::now() - t_save;  // saving is not training: keep it out of tokens/s
+      t_line += now_s() - t_save;  // saving is not training: keep it out of tokens/s
       if (printer) out << "saved " << last_ckpt << " (" << fmt("%.2f", dt) << " s)\n";
     }
   }
@@ -196,6 +205,7 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
 
   if (!printer) return;
   r.losses = losses;
+  r.step_seconds = step_seconds;
   r.start_step = start;
   r.num_params = stepper.num_params();
   r.world = ctx.world;
@@ -204,6 +214,7 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
   r.tokens_per_s = r.seconds > 0 ? static_cast<double>(r.tokens) / r.seconds : 0.0;
   r.peak_bytes = ctx.tracker->peak_total();
   r.peak_by_category = ctx.tracker->at_peak();
+  r.peak_each_category = ctx.tracker->peak_all();
   r.comm_bytes_per_step = stepper.last().comm_total();
   r.run_dir = trace.path();
   r.last_checkpoint = last_ckpt;
@@ -211,6 +222,7 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
   const size_t tail = std::min<size_t>(10, r.losses.size());
   for (size_t i = r.losses.size() - tail; i < r.losses.size(); ++i) r.final_loss += r.losses[i];
   if (tail) r.final_loss /= static_cast<double>(tail);
+  if (simulated(ctx)) return;  // shardlab simulate prints its predictions itself
   print_run_summary(out, r, *ctx.tracker);
   if (!r.run_dir.empty()) {
     out << "\n";
@@ -245,6 +257,13 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
   lo.device = cfg.device;
   lo.mem_limit = cfg.mem_limit;
   lo.collective_timeout_s = cfg.collective_timeout;
+  if (cfg.backend == "sim") {
+    lo.cluster = cfg.cluster_spec
+                     ? cfg.cluster_spec
+                     : std::make_shared<const ClusterSpec>(load_cluster_spec(cfg.cluster));
+    lo.sim_rank = cfg.sim_rank;
+    lo.gemm_math = cfg.gemm_math;
+  }
   // A rank stuck outside collectives (a hang, not a slow step) must not keep the job alive once
   // the watchdog or another rank's failure has stopped the others.
   lo.exit_after_failure_s = 5.0;

@@ -146,6 +146,20 @@ nlohmann::json run_meta(const TrainConfig& cfg, const GPTConfig& m, int world,
     meta["units"].push_back({{"name", u.name}, {"numel", u.numel}});
   meta["device"] = cfg.device;
   if (!resumed_from.empty()) meta["config"]["resumed_from"] = resumed_from;
+  if (cfg.backend == "sim") {
+    // One rank's predicted timeline: the directory holds one rank file, so world_size is 1, and
+    // "simulated" says which rank of how many, on what cluster, and that times are virtual.
+    meta["world_size"] = 1;
+    const std::shared_ptr<const ClusterSpec> spec =
+        cfg.cluster_spec ? cfg.cluster_spec
+                         : std::make_shared<const ClusterSpec>(load_cluster_spec(cfg.cluster));
+    meta["simulated"] = {{"ranks", world},
+                         {"rank", cfg.sim_rank},
+                         {"times", "virtual"},
+                         {"cluster", spec->name},
+                         {"gemm_math", gemm_math_name(cfg.gemm_math)},
+                         {"spec", spec->json}};
+  }
   return meta;
 }
 
@@ -158,7 +172,9 @@ std::string open_run_dir(const TrainConfig& cfg, const GPTConfig& m, RankContext
   constexpr int kPathBytes = 4096;
   std::vector<char> path(kPathBytes, 0);
   std::string error;
-  if (ctx.rank == 0) {
+  // Rank 0 creates; a simulated rank is alone in its process, so it creates whatever its rank.
+  const bool creator = ctx.rank == 0 || !ctx.device->holds_data();
+  if (creator) {
     try {
       RunDirOptions o;
       if (cfg.run_dir != "auto") o.dir = cfg.run_dir;
@@ -174,7 +190,7 @@ std::string open_run_dir(const TrainConfig& cfg, const GPTConfig& m, RankContext
   Buffer buf = ctx.device->alloc(kPathBytes, MemCategory::comm_buffers);
   ctx.device->copy_from_host(buf.data(), path.data(), kPathBytes);
   ctx.comm->broadcast(buf.data(), kPathBytes / 4, DType::f32, 0);  // bytes, no arithmetic
-  ctx.device->copy_to_host(path.data(), buf.data(), kPathBytes);
+  if (!creator) ctx.device->copy_to_host(path.data(), buf.data(), kPathBytes);
   if (!error.empty()) throw InvalidArgument(error);  // the launcher keeps one "rank 0: "
   if (path[0] == 0) {
     // Rank 0 failed and is about to report why; wait here until its failure releases us, so the

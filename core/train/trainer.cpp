@@ -144,10 +144,11 @@ void TrainConfig::validate() const {
     if (o.value < 0)
       SL_THROW(InvalidArgument, o.option, " ", o.value, ": must be >= 1 (or 0 for the preset's)");
   if (ranks < 1) SL_THROW(InvalidArgument, "--ranks ", ranks, ": must be >= 1");
-  if (backend != "local" && backend != "mpi" && backend != "nccl")
+  if (backend != "local" && backend != "mpi" && backend != "nccl" && backend != "sim")
     SL_THROW(InvalidArgument, "--backend '", backend,
              "': expected local or mpi (CPU), or nccl (GPUs, with --device cuda)");
-  if (device != "cpu" && device != "cuda")
+  if (backend == "sim" || device == "meta") validate_simulation();
+  if (device != "cpu" && device != "cuda" && backend != "sim")
     SL_THROW(InvalidArgument, "--device '", device, "': expected cpu or cuda");
   if (device == "cuda" && backend != "nccl")
     SL_THROW(InvalidArgument, "--device cuda needs --backend nccl (the ", backend,
@@ -171,7 +172,7 @@ void TrainConfig::validate() const {
     SL_THROW(InvalidArgument, hybrid_group_unused_message(engine.hybrid_group, engine.strategy));
   // --ranks is the world size unless mpirun decides it (backend mpi, or nccl with one process per
   // GPU); then each rank checks the batch split against the MPI world.
-  if (backend == "local" || (backend == "nccl" && !under_mpirun())) {
+  if (backend == "local" || backend == "sim" || (backend == "nccl" && !under_mpirun())) {
     check_split(ranks);
     const int g = engine.hybrid_group;
     if (engine.strategy == Strategy::hybrid_shard && g > 0 && ranks % g != 0)
@@ -196,6 +197,35 @@ void TrainConfig::validate() const {
     SL_THROW(InvalidArgument, "--synthetic-vocab ", synthetic.vocab,
              " exceeds the model's vocab_size ", m.vocab_size);
   check_sizes(m);
+}
+
+void TrainConfig::validate_simulation() const {
+  if (backend != "sim" || device != "meta")
+    SL_THROW(InvalidArgument, "a simulation runs --backend sim on --device meta (got backend '",
+             backend, "', device '", device, "'): use shardlab simulate");
+  if (!cluster_spec && cluster.empty())
+    SL_THROW(InvalidArgument, "a simulation needs --cluster (a preset or a JSON file)");
+  const std::shared_ptr<const ClusterSpec> spec =
+      cluster_spec ? cluster_spec : std::make_shared<const ClusterSpec>(load_cluster_spec(cluster));
+  spec->check_ranks(ranks);
+  if (sim_rank < 0 || sim_rank >= ranks)
+    SL_THROW(InvalidArgument, "simulated rank ", sim_rank, " outside [0, --ranks ", ranks, ")");
+  if (sim_rank != 0 && !run_dir.empty())
+    SL_THROW(InvalidArgument, "a simulated run directory records rank 0, not rank ", sim_rank);
+  // Hybrid's shard groups must tile the nodes: a group of whole nodes, or a whole number of groups
+  // per node. A group that straddles a node boundary (3 ranks on 8-GPU nodes) is a fraction of a
+  // node, and its ranks would not all share one node's links.
+  const int g = engine.hybrid_group;
+  const int rpn = spec->ranks_per_node;
+  if (engine.strategy == Strategy::hybrid_shard && g > 0 && ranks > g &&
+      (g <= rpn ? rpn % g != 0 : g % rpn != 0))
+    SL_THROW(InvalidArgument, "--hybrid-group ", g, " spans a fraction of a node of cluster '",
+             spec->name, "' (ranks_per_node ", rpn, "): use a divisor of ", rpn,
+             " or a multiple of it");
+  if (!resume.empty() || !init_from.empty() || save_every > 0)
+    SL_THROW(InvalidArgument,
+             "a simulation holds no parameter values: --resume, --init-from and --save-every do "
+             "not apply");
 }
 
 std::string hybrid_group_unused_message(int group, Strategy s) {

@@ -9,10 +9,12 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/comm/flight_recorder.hpp"
+#include "core/device/cluster_spec.hpp"
 #include "core/fsdp/engine_config.hpp"
 #include "core/memory/tracker.hpp"
 #include "core/model/config.hpp"
@@ -75,10 +77,16 @@ struct TrainConfig {
 
   // ---- parallelism: where the ranks run
   int ranks = 1;                  // local ranks (threads); under mpirun the MPI world decides
-  std::string backend = "local";  // local | mpi | nccl
-  std::string device = "cpu";     // cpu | cuda (one GPU per rank; needs backend nccl)
-  int accum = 1;                  // K micro-batches per step; batch / (ranks K) rows each
-  int64_t mem_limit = 0;          // per-rank tracker capacity in bytes, 0 = unlimited
+  std::string backend = "local";  // local | mpi | nccl | sim
+  std::string device = "cpu";     // cpu | cuda (one GPU per rank; needs backend nccl) | meta (sim)
+
+  // ---- simulation (backend sim, device meta; docs/simulate.md): one rank of --ranks on a cluster
+  std::string cluster;  // a preset name or a JSON file (load_cluster_spec)
+  std::shared_ptr<const ClusterSpec> cluster_spec;  // when set, used instead of loading `cluster`
+  int sim_rank = 0;                                 // the rank that runs (0 when writing a run dir)
+  GemmMath gemm_math = GemmMath::fp32;              // the peak GEMMs are charged at
+  int accum = 1;          // K micro-batches per step; batch / (ranks K) rows each
+  int64_t mem_limit = 0;  // per-rank tracker capacity in bytes, 0 = unlimited
   // Run directory for the trace (meta.json, rank<R>.jsonl, summary.json, trace.json; the viewer
   // opens it). Empty: none. "auto": runs/<strategy>-n<N>-<time>.
   std::string run_dir;
@@ -108,6 +116,9 @@ struct TrainConfig {
   // micro-batch (rows x --seq tokens) fits the kernels' 32-bit indices. validate() calls it with
   // --ranks; under mpirun each rank calls it with the MPI world. Throws InvalidArgument.
   void check_split(int world) const;
+  // Part of validate() for backend sim: the cluster loads, --ranks fits it, a hybrid group tiles
+  // its nodes, and nothing asks for parameter values. Throws InvalidArgument naming the field.
+  void validate_simulation() const;
   // Part of validate(): the buffers every run allocates in full (corpus, token buffers, model
   // state, output probabilities) against this machine's memory, computed without overflow;
   // throws InvalidArgument naming the options and the bytes they ask for.
@@ -137,17 +148,19 @@ void print_step_header(std::ostream& out);
 void print_step_line(std::ostream& out, const StepLine& line);
 
 struct TrainResult {
-  std::vector<float> losses;  // every step this run took (after start_step when resumed)
-  int64_t start_step = 0;     // steps done before this run: the resumed checkpoint's step
-  double final_loss = 0.0;    // mean of the last min(10, steps) steps
-  double entropy_rate = 0.0;  // nats/token, NaN when the data has no known floor
-  double seconds = 0.0;       // the loop's wall time
-  double tokens_per_s = 0.0;  // over the whole loop
-  int64_t tokens = 0;         // trained on
-  int64_t peak_bytes = 0;     // tracker peak (rank 0)
+  std::vector<float> losses;         // every step this run took (after start_step when resumed)
+  std::vector<double> step_seconds;  // each step's time (virtual on a simulated rank)
+  int64_t start_step = 0;            // steps done before this run: the resumed checkpoint's step
+  double final_loss = 0.0;           // mean of the last min(10, steps) steps
+  double entropy_rate = 0.0;         // nats/token, NaN when the data has no known floor
+  double seconds = 0.0;              // the loop's wall time
+  double tokens_per_s = 0.0;         // over the whole loop
+  int64_t tokens = 0;                // trained on
+  int64_t peak_bytes = 0;            // tracker peak (rank 0)
   int64_t num_params = 0;
   int world = 1;                    // ranks that trained
   MemArray peak_by_category{};      // rank 0: each category at the moment of the peak
+  MemArray peak_each_category{};    // rank 0: each category's own peak
   int64_t comm_bytes_per_step = 0;  // rank 0: bytes sent into collectives in the last step
   std::string run_dir;              // where the trace went (empty when none)
   std::string last_checkpoint;      // the newest checkpoint this run saved (empty when none)

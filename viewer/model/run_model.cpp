@@ -75,6 +75,14 @@ RunInfo read_run_info(const RunData& run) {
         break;
       }
     }
+    if (auto sim = m.find("simulated"); sim != m.end() && sim->is_object()) {
+      auto n = sim->find("ranks");
+      info.simulated_ranks = n != sim->end() && n->is_number_integer() && n->get<int64_t>() > 0 &&
+                                     n->get<int64_t>() <= kMaxRunRanks
+                                 ? static_cast<int>(n->get<int64_t>())
+                                 : 1;
+      info.cluster = meta_string(*sim, "cluster");
+    }
     // `shardlab train` writes the capacity inside "config"; other writers put it at the top.
     auto lim = m.find("mem_limit");
     if (lim != m.end()) {
@@ -99,6 +107,10 @@ RunInfo read_run_info(const RunData& run) {
     size_t slash = d.find_last_of('/');
     info.name = slash == std::string::npos ? d : d.substr(slash + 1);
   }
+  // Panel titles carry the name: a prediction must never pass for a measurement.
+  if (info.simulated_ranks > 0)
+    info.name += " (simulated: " + std::to_string(info.simulated_ranks) + " ranks on " +
+                 (info.cluster.empty() ? std::string("?") : info.cluster) + ", virtual time)";
   return info;
 }
 

@@ -32,6 +32,10 @@ struct RunInfo {
   // run's wrap policy made them; empty when meta.json does not say (older runs).
   std::vector<std::string> unit_names;
   static constexpr size_t kMaxUnitNames = 65536;
+  // A simulated run (meta "simulated", shardlab simulate): the ranks it stands for and the
+  // cluster; 0 and empty for a measured run. Its times are predictions, and the name says so.
+  int simulated_ranks = 0;
+  std::string cluster;
 };
 RunInfo read_run_info(const RunData& run);
 // "unit 3: block 2" (or "unit 3" when the run does not name its units).

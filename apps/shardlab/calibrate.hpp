@@ -1,0 +1,31 @@
+// `shardlab calibrate`: measures this machine and writes a cluster spec the simulator reads
+// (docs/simulate.md, "this-machine"). What it measures, with the CPU device and the backend the
+// ranks run on:
+//   GEMM FLOP/s of square sgemm over sizes (one BLAS thread: one rank's share of the cores); the
+//     largest size's rate is the peak, the smaller ones fit the efficiency's half dimension;
+//   memory bandwidth of a large copy (bytes read plus written per second), and how close a mix of
+//     element-wise and row kernels (layernorm, GELU, softmax, AdamW) comes to it: the spec's
+//     memory_efficiency;
+//   the collectives' alpha and beta: all_gather of a small and a large buffer on the ranks,
+//     solved for the ring's (n - 1)(alpha + S / n / beta).
+// The machine is one node of --ranks ranks; its inter-node link is the same measured link.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace shardlab {
+
+struct CalibrateOptions {
+  int ranks = 2;                   // ranks for the collectives (local threads; mpi: the MPI world)
+  std::string backend = "local";   // local | mpi
+  double seconds_per_point = 0.2;  // time spent on each measured size
+  bool quick = false;              // fewer sizes and shorter runs (--cluster this-machine)
+};
+
+// The spec as JSON (parse_cluster_spec reads it); progress lines go to `log`.
+nlohmann::json calibrate_this_machine(const CalibrateOptions& opts, std::ostream& log);
+
+}  // namespace shardlab

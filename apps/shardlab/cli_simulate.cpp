@@ -1,0 +1,92 @@
+// `shardlab simulate`: `train`'s options plus --cluster and --math; runs run_simulation.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "apps/shardlab/calibrate.hpp"
+#include "apps/shardlab/cli.hpp"
+#include "apps/shardlab/simulate_command.hpp"
+#include "core/base/error.hpp"
+#include "core/device/cluster_spec.hpp"
+
+namespace shardlab {
+
+namespace {
+
+std::string cluster_list() {
+  std::string s;
+  for (const std::string& n : cluster_preset_names()) s += (s.empty() ? "" : " | ") + n;
+  return s;
+}
+
+const char* kSimulateFooter =
+    "\nOne rank of --ranks runs the real engine on a device that holds no memory and does no\n"
+    "arithmetic: allocations are tracked exactly, kernels and collectives advance a virtual clock\n"
+    "by what the cluster's GPUs and links would take (docs/simulate.md). The run directory has\n"
+    "virtual times: `shardlab summary` and the viewer read it as any run.\n"
+    "\nExamples:\n"
+    "  shardlab simulate --cluster h100-sxm --model gpt2 --ranks 64 --batch 64 --seq 1024\n"
+    "  shardlab simulate --cluster h100-sxm --model 7b --ranks 64 --batch 64 --seq 2048 \\\n"
+    "      --param-dtype bf16 --reduce-dtype bf16 --act-ckpt\n"
+    "  shardlab simulate --cluster a100-40gb --model gpt2 --ranks 32 --batch 32 \\\n"
+    "      --strategy hybrid_shard --hybrid-group 8\n"
+    "  shardlab simulate --cluster my_cluster.json ...   (format: --print-cluster h100-sxm)\n";
+
+}  // namespace
+
+CliCommand add_simulate_command(CLI::App& app) {
+  struct Options {
+    TrainConfig cfg;
+    TrainOptionStrings str;
+    std::string math;
+    std::string print_cluster;
+  };
+  auto o = std::make_shared<Options>();
+  o->cfg.run_dir = "auto";
+  o->cfg.steps = 3;
+  o->cfg.warmup = 0;
+  o->cfg.cluster = "h100-sxm";
+  CLI::App* cmd = app.add_subcommand(
+      "simulate",
+      "predict a training step of any model on any cluster: step time, tokens/s, MFU, exposed "
+      "communication, peak memory per rank");
+  add_train_options(cmd, o->cfg, o->str, true);
+  cmd->option_defaults()->group("Cluster");
+  cmd->add_option("--cluster", o->cfg.cluster,
+                  "a preset (" + cluster_list() +
+                      "), this-machine (measured now, as shardlab calibrate does) or a JSON "
+                      "cluster spec file");
+  cmd->add_option("--math", o->math,
+                  "fp32 | tf32 | bf16: the GEMM peak charged (default: bf16 with 16-bit "
+                  "parameters, else fp32)");
+  cmd->add_option("--print-cluster", o->print_cluster,
+                  "print a preset's JSON (the format of a cluster file) and exit");
+  cmd->footer(kSimulateFooter);
+  return {cmd, [o, cmd] {
+            if (!o->print_cluster.empty()) {
+              std::cout << cluster_preset_json(o->print_cluster) << "\n";
+              return 0;
+            }
+            apply_train_options(o->cfg, o->str);
+            const EngineConfig& e = o->cfg.engine;
+            if (cmd->count("--hybrid-group") > 0 && e.strategy != Strategy::hybrid_shard)
+              SL_THROW(InvalidArgument, hybrid_group_unused_message(e.hybrid_group, e.strategy));
+            o->cfg.gemm_math = o->math.empty() ? default_gemm_math(e) : parse_gemm_math(o->math);
+            if (o->cfg.cluster == "this-machine") {
+              // Measured now, briefly, on as many local ranks as --ranks asks (at least 2).
+              CalibrateOptions cal;
+              cal.quick = true;
+              cal.seconds_per_point = 0.05;
+              cal.ranks = std::max(2, o->cfg.ranks);
+              o->cfg.cluster_spec = std::make_shared<const ClusterSpec>(
+                  parse_cluster_spec(calibrate_this_machine(cal, std::cout), "this-machine"));
+            }
+            run_simulation(o->cfg, std::cout);
+            return 0;
+          }};
+}
+
+}  // namespace shardlab

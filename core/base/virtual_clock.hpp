@@ -1,0 +1,46 @@
+// Virtual time for a simulated rank (docs/simulate.md). A simulated rank runs the real engine on
+// a device that does no arithmetic: its kernels and collectives advance clocks by what a cost
+// model says they would take instead. The rank's thread installs its clock here; the trace clock
+// (trace_now_ns) and the training loop's step timer then read virtual time on that thread, so a
+// simulated run directory holds the predicted timeline, and every other thread is unaffected.
+#pragma once
+
+#include <cstdint>
+
+namespace shardlab {
+
+// The clock of the compute stream: the time at which the next piece of device work may start.
+// Work is issued in order and the host waits for it (as on the CPU device), so this is also the
+// host's time. Communication streams keep their own clocks (core/comm/sim_comm.hpp) and join this
+// one when waited on.
+struct VirtualClock {
+  int64_t now_ns = 0;
+
+  // Runs `ns` of work on the stream; returns its end.
+  int64_t advance(int64_t ns) {
+    now_ns += ns > 0 ? ns : 0;
+    return now_ns;
+  }
+  // The stream waits for an event at `t_ns` (a collective's end).
+  void join(int64_t t_ns) {
+    if (t_ns > now_ns) now_ns = t_ns;
+  }
+};
+
+// The calling thread's virtual clock, or null on a thread that runs in real time.
+VirtualClock* thread_virtual_clock();
+
+// Installs `clock` on the calling thread for the lifetime of this object (nesting restores the
+// previous one).
+class ScopedVirtualClock {
+ public:
+  explicit ScopedVirtualClock(VirtualClock& clock);
+  ~ScopedVirtualClock();
+  ScopedVirtualClock(const ScopedVirtualClock&) = delete;
+  ScopedVirtualClock& operator=(const ScopedVirtualClock&) = delete;
+
+ private:
+  VirtualClock* previous_;
+};
+
+}  // namespace shardlab

@@ -1,0 +1,185 @@
+// SimCommunicator: collectives as virtual time on a per-communicator stream, bytes and spans as the
+// real backends count them.
+#include "core/comm/sim_comm.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "core/base/error.hpp"
+#include "core/comm/comm_common.hpp"
+#include "core/comm/flight_recorder.hpp"
+#include "core/comm/reduce.hpp"
+#include "core/comm/topology.hpp"
+#include "core/comm/traffic.hpp"
+
+namespace shardlab {
+
+namespace {
+
+// One simulated collective; also its completion handle. Its span is recorded when it is waited
+// on (t_wait known) or, if nobody waits, when the handle goes away.
+struct SimOp final : Work::State {
+  VirtualClock* clock = nullptr;
+  Recorder* rec = nullptr;
+  CommOp op = CommOp::barrier;
+  CallInfo info;
+  DType dtype = DType::f32;
+  bool async = false;
+  int64_t bytes = 0, sent = 0;
+  CommTimes times;
+  Buffer staging;  // the local backend's reduction staging, held while the collective runs
+  bool reported = false;
+
+  void wait() override {
+    if (reported) return;
+    if (async) times.t_wait = clock->now_ns;
+    clock->join(times.t_end);
+    report();
+  }
+  bool done() const override { return clock->now_ns >= times.t_end; }
+  ~SimOp() override {
+    if (!reported) report();
+  }
+  void report() {
+    reported = true;
+    staging.reset();
+    if (op != CommOp::split) record_comm_span(rec, op, info, bytes, sent, dtype, times);
+  }
+};
+
+class SimComm final : public Communicator {
+ public:
+  SimComm(std::shared_ptr<const ClusterSpec> spec, std::vector<int> members, int rank,
+          Device& device, VirtualClock& clock, std::shared_ptr<FlightRecorder> flight)
+      : Communicator(rank, static_cast<int>(members.size())),
+        spec_(std::move(spec)),
+        members_(std::move(members)),
+        placement_(place_group(*spec_, members_)),
+        device_(device),
+        clock_(clock) {
+    flight_ = std::move(flight);
+  }
+
+  const char* backend() const override { return "sim"; }
+  bool intra_node() const { return placement_.intra_node(); }
+
+  Work all_gather(const void* send, void* recv, int64_t count, DType t, bool async,
+                  CallInfo info) override {
+    return submit(CommOp::all_gather, send, recv, count, t, 0, async, info);
+  }
+  Work reduce_scatter(const void* send, void* recv, int64_t count, DType t, ReduceOp, bool async,
+                      CallInfo info) override {
+    return submit(CommOp::reduce_scatter, send, recv, count, t, 0, async, info);
+  }
+  Work all_reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp, bool async,
+                  CallInfo info) override {
+    return submit(CommOp::all_reduce, send, recv, count, t, 0, async, info);
+  }
+  Work broadcast(void* buf, int64_t count, DType t, int root, bool async, CallInfo info) override {
+    return submit(CommOp::broadcast, buf, buf, count, t, root, async, info);
+  }
+  void barrier() override {
+    static const char kNone = 0;
+    submit(CommOp::barrier, &kNone, &kNone, 0, DType::f32, 0, false, {});
+  }
+
+  std::unique_ptr<Communicator> split(int color, int) override {
+    SL_THROW(InvalidArgument, "sim split (colour ", color,
+             "): a simulated rank cannot hear the other ranks' colours; use split_group with "
+             "the members");
+  }
+
+  std::unique_ptr<Communicator> split_group(int color, int,
+                                            const std::vector<int>& members) override {
+    if (color < 0) SL_THROW(InvalidArgument, "sim split: color ", color, " must be >= 0");
+    const auto me = std::find(members.begin(), members.end(), rank_);
+    if (me == members.end() || !std::is_sorted(members.begin(), members.end()) ||
+        std::adjacent_find(members.begin(), members.end()) != members.end() ||
+        members.front() < 0 || members.back() >= size_)
+      SL_THROW(InvalidArgument, "sim split: members must be distinct ranks of [0, ", size_,
+               "), ascending, and include this rank ", rank_);
+    // The same cost as the real split's rendezvous, then the members as world ranks.
+    submit(CommOp::split, &color, &color, 0, DType::f32, 0, false, {});
+    std::vector<int> world;
+    world.reserve(members.size());
+    for (int m : members) world.push_back(members_[m]);
+    auto sub = std::make_unique<SimComm>(
+        spec_, std::move(world), static_cast<int>(me - members.begin()), device_, clock_, flight_);
+    sub->set_recorder(recorder_);
+    return sub;
+  }
+
+ private:
+  Work submit(CommOp op, const void* send, const void* recv, int64_t count, DType t, int root,
+              bool async, CallInfo info) {
+    check_collective_args("sim", op, send, recv, count, root, size_);
+    add_traffic(traffic_, op, count, t, size_);
+    // The stream's previous collective has ended before this one starts: its staging is free.
+    if (auto prev = last_.lock()) prev->staging.reset();
+
+    auto w = std::make_shared<SimOp>();
+    w->clock = &clock_;
+    w->rec = recorder_;
+    w->op = op;
+    w->info = info;
+    w->dtype = t;
+    w->async = async;
+    w->bytes = collective_bytes(op, count, t, size_);
+    w->sent = sent_bytes(op, count, t, size_);
+    // Staging as the local backend takes it (local_comm.cpp, execute): reduce_scatter's count,
+    // all_reduce's chunk of count over the ranks.
+    int64_t reduce_len = 0;
+    if (op == CommOp::reduce_scatter) reduce_len = count;
+    if (op == CommOp::all_reduce) reduce_len = chunk_len(count, rank_, size_);
+    if (reduce_len > 0)
+      w->staging = device_.alloc(reduce_staging_bytes(reduce_len, t), MemCategory::comm_buffers);
+
+    const int64_t seq = flight_->issued(op, info, count, t, size_);
+    w->times.t_issue = clock_.now_ns;
+    w->times.t_start = std::max(clock_.now_ns, stream_free_ns_);
+    w->times.t_end = w->times.t_start + collective_ns(*spec_, placement_, op, w->bytes);
+    stream_free_ns_ = w->times.t_end;
+    flight_->ended(seq, true, -1);
+    last_ = w;
+    Work work(w);
+    if (!async) work.wait();
+    return work;
+  }
+
+  // The local backend's all_reduce chunk of rank r (local_comm.cpp, chunk): [count r / n,
+  // count (r + 1) / n).
+  static int64_t chunk_len(int64_t count, int r, int n) {
+    return count * (r + 1) / n - count * r / n;
+  }
+
+  std::shared_ptr<const ClusterSpec> spec_;
+  std::vector<int> members_;  // world ranks, by rank in this communicator
+  GroupPlacement placement_;
+  Device& device_;
+  VirtualClock& clock_;
+  int64_t stream_free_ns_ = 0;
+  std::weak_ptr<SimOp> last_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_sim_communicator(std::shared_ptr<const ClusterSpec> spec,
+                                                    int world, int rank, Device& device,
+                                                    VirtualClock& clock) {
+  SL_CHECK(spec != nullptr, "sim communicator: no cluster spec");
+  spec->check_ranks(world);
+  if (rank < 0 || rank >= world)
+    SL_THROW(InvalidArgument, "sim: rank ", rank, " outside a world of ", world);
+  std::vector<int> members(static_cast<size_t>(world));
+  std::iota(members.begin(), members.end(), 0);
+  return std::make_unique<SimComm>(std::move(spec), std::move(members), rank, device, clock,
+                                   std::make_shared<FlightRecorder>(rank));
+}
+
+bool sim_group_intra_node(const Communicator& c) {
+  const auto* s = dynamic_cast<const SimComm*>(&c);
+  return s && s->intra_node();
+}
+
+}  // namespace shardlab

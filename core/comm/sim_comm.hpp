@@ -1,0 +1,33 @@
+// SimCommunicator: the communicator of a simulated rank (docs/simulate.md). It stands for one rank
+// of an N-rank job; data-parallel ranks do the same work, so that rank's timeline is every rank's.
+// Collectives move no data. Each one runs on its communicator's stream (as the local backend runs
+// a communicator's collectives in issue order on one worker): it starts when issued, or when the
+// stream's previous collective ends, and takes what the topology model (topology.hpp) gives for its
+// group's placement on the cluster. An async call returns at once; waiting joins the rank's compute
+// clock to the collective's end. Bytes are counted with the functions every backend uses
+// (traffic.hpp), spans recorded with record_comm_span, and the reduction staging the local backend
+// takes (reduce_staging_bytes) is charged to comm_buffers while the collective is in flight, so a
+// simulated rank's memory is the local backend's, category by category.
+#pragma once
+
+#include <memory>
+
+#include "core/base/virtual_clock.hpp"
+#include "core/comm/communicator.hpp"
+#include "core/device/cluster_spec.hpp"
+#include "core/device/device.hpp"
+
+namespace shardlab {
+
+// World rank `rank` of `world` ranks on cluster `spec` (world must fit it: ClusterSpec::
+// check_ranks). Staging goes through `device`; times go to `clock`, the rank's compute stream.
+// Sub-communicators come from split_group (split without the members throws InvalidArgument).
+std::unique_ptr<Communicator> make_sim_communicator(std::shared_ptr<const ClusterSpec> spec,
+                                                    int world, int rank, Device& device,
+                                                    VirtualClock& clock);
+
+// Whether a communicator made by make_sim_communicator (or split from one) stays inside one node;
+// false for any other communicator.
+bool sim_group_intra_node(const Communicator& c);
+
+}  // namespace shardlab

@@ -1,0 +1,216 @@
+// Cluster specs: the presets, the strict reader of a spec file, and the rank-count check.
+#include "core/device/cluster_spec.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "core/base/error.hpp"
+#include "core/base/file_io.hpp"
+
+namespace shardlab {
+
+namespace {
+
+// ---- presets ----------------------------------------------------------------------------------
+// Figures from the vendors' datasheets, named in "source". Tensor-core peaks are the dense ones
+// (the datasheets print twice these, "with sparsity"). Links are per GPU and per direction: the
+// datasheets give NVLink and PCIe as both directions together, InfiniBand per port and direction.
+// Latencies are not datasheet figures: they are typical per-message costs, marked as such.
+
+const char* kH100 = R"({
+  "name": "h100-sxm",
+  "source": "NVIDIA H100 Tensor Core GPU datasheet (SXM5: FP32 67 TFLOPS, TF32 989 and BF16 1979 TFLOPS with sparsity, i.e. 494.5 and 989.5 dense; 80 GB HBM3 at 3.35 TB/s; NVLink 4 900 GB/s; PCIe Gen5 128 GB/s), NVIDIA DGX H100 datasheet (8 GPUs per node, 8x ConnectX-7 at 400 Gb/s, one per GPU). Latencies are assumptions (typical NCCL per-step latency), not datasheet figures.",
+  "nodes": 512,
+  "ranks_per_node": 8,
+  "gpu": {"name": "H100 SXM5 80GB",
+          "peak_tflops": {"fp32": 67, "tf32": 494.5, "bf16": 989.5},
+          "memory_GiB": 80, "memory_bandwidth_GBps": 3350},
+  "intra_node": {"bandwidth_GBps": 450, "latency_us": 2},
+  "inter_node": {"bandwidth_GBps": 50, "latency_us": 5},
+  "host_link": {"bandwidth_GBps": 64, "latency_us": 5}
+})";
+
+const char* kA100 = R"({
+  "name": "a100-40gb",
+  "source": "NVIDIA A100 Tensor Core GPU datasheet (SXM 40GB: FP32 19.5 TFLOPS, TF32 156 and BF16 312 TFLOPS dense; 40 GB HBM2 at 1555 GB/s; NVLink 3 600 GB/s; PCIe Gen4 64 GB/s), NVIDIA DGX A100 datasheet (8 GPUs per node, 8x ConnectX-6 HDR at 200 Gb/s, one per GPU). Latencies are assumptions (typical NCCL per-step latency), not datasheet figures.",
+  "nodes": 512,
+  "ranks_per_node": 8,
+  "gpu": {"name": "A100 SXM4 40GB",
+          "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312},
+          "memory_GiB": 40, "memory_bandwidth_GBps": 1555},
+  "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
+  "inter_node": {"bandwidth_GBps": 25, "latency_us": 5},
+  "host_link": {"bandwidth_GBps": 32, "latency_us": 5}
+})";
+
+struct Preset {
+  const char* name;
+  const char* json;
+};
+const Preset kPresets[] = {{"h100-sxm", kH100}, {"a100-40gb", kA100}};
+
+// ---- strict reads -----------------------------------------------------------------------------
+
+const nlohmann::json& field(const nlohmann::json& j, const std::string& key,
+                            const std::string& path, const std::string& where) {
+  if (!j.is_object() || !j.contains(key))
+    SL_THROW(InvalidArgument, where, ": field '", path, "' is missing");
+  return j.at(key);
+}
+
+const nlohmann::json& object(const nlohmann::json& j, const std::string& key,
+                             const std::string& where) {
+  const nlohmann::json& v = field(j, key, key, where);
+  if (!v.is_object())
+    SL_THROW(InvalidArgument, where, ": field '", key, "' must be an object, not ", v.dump());
+  return v;
+}
+
+// A number > 0 (or >= 0 with allow_zero), finite.
+double number(const nlohmann::json& j, const std::string& key, const std::string& path,
+              const std::string& where, bool allow_zero = false) {
+  const nlohmann::json& v = field(j, key, path, where);
+  if (!v.is_number())
+    SL_THROW(InvalidArgument, where, ": field '", path, "' must be a number, not ", v.dump());
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < 0 || (!allow_zero && x == 0))
+    SL_THROW(InvalidArgument, where, ": field '", path, "' = ", v.dump(), " must be ",
+             allow_zero ? ">= 0" : "> 0");
+  return x;
+}
+
+int count(const nlohmann::json& j, const char* key, const std::string& where) {
+  const nlohmann::json& v = field(j, key, key, where);
+  if (!v.is_number_integer())
+    SL_THROW(InvalidArgument, where, ": field '", key, "' must be an integer, not ", v.dump());
+  const int64_t x = v.get<int64_t>();
+  if (x < 1 || x > (1 << 20))
+    SL_THROW(InvalidArgument, where, ": field '", key, "' = ", x, " must be in [1, 1048576]");
+  return static_cast<int>(x);
+}
+
+std::string text(const nlohmann::json& j, const char* key, const std::string& where) {
+  const nlohmann::json& v = field(j, key, key, where);
+  if (!v.is_string())
+    SL_THROW(InvalidArgument, where, ": field '", key, "' must be a string, not ", v.dump());
+  return v.get<std::string>();
+}
+
+Link link(const nlohmann::json& j, const char* key, const std::string& where) {
+  const nlohmann::json& o = object(j, key, where);
+  const std::string k(key);
+  return {number(o, "bandwidth_GBps", k + ".bandwidth_GBps", where) * 1e9,
+          number(o, "latency_us", k + ".latency_us", where, true) * 1e-6};
+}
+
+}  // namespace
+
+const char* gemm_math_name(GemmMath m) {
+  switch (m) {
+    case GemmMath::fp32: return "fp32";
+    case GemmMath::tf32: return "tf32";
+    default: return "bf16";
+  }
+}
+
+GemmMath parse_gemm_math(const std::string& s) {
+  if (s == "fp32") return GemmMath::fp32;
+  if (s == "tf32") return GemmMath::tf32;
+  if (s == "bf16") return GemmMath::bf16;
+  SL_THROW(InvalidArgument, "unknown GEMM math '", s, "' (known: fp32, tf32, bf16)");
+}
+
+ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) SL_THROW(InvalidArgument, where, ": not a JSON object");
+  ClusterSpec c;
+  c.json = j;
+  c.name = text(j, "name", where);
+  c.source = text(j, "source", where);
+  c.nodes = count(j, "nodes", where);
+  c.ranks_per_node = count(j, "ranks_per_node", where);
+  const nlohmann::json& gpu = object(j, "gpu", where);
+  c.gpu_name = gpu.contains("name") && gpu.at("name").is_string()
+                   ? gpu.at("name").get<std::string>()
+                   : std::string("gpu");
+  const nlohmann::json& peak = field(gpu, "peak_tflops", "gpu.peak_tflops", where);
+  if (!peak.is_object())
+    SL_THROW(InvalidArgument, where, ": field 'gpu.peak_tflops' must be an object, not ",
+             peak.dump());
+  for (GemmMath m : {GemmMath::fp32, GemmMath::tf32, GemmMath::bf16}) {
+    const std::string k = gemm_math_name(m);
+    c.peak_flops[static_cast<int>(m)] = number(peak, k, "gpu.peak_tflops." + k, where) * 1e12;
+  }
+  const double gib = number(gpu, "memory_GiB", "gpu.memory_GiB", where);
+  if (gib > 1e9)
+    SL_THROW(InvalidArgument, where, ": field 'gpu.memory_GiB' = ", gib, " is implausibly large");
+  c.memory_bytes = static_cast<int64_t>(gib * 1024.0 * 1024.0 * 1024.0);
+  c.memory_bandwidth =
+      number(gpu, "memory_bandwidth_GBps", "gpu.memory_bandwidth_GBps", where) * 1e9;
+  c.intra_node = link(j, "intra_node", where);
+  c.inter_node = link(j, "inter_node", where);
+  c.host_link = link(j, "host_link", where);
+  if (j.contains("efficiency")) {
+    const nlohmann::json& e = object(j, "efficiency", where);
+    CostModel& m = c.cost;
+    const auto opt = [&](const char* key, double& out, bool allow_zero) {
+      if (e.contains(key))
+        out = number(e, key, std::string("efficiency.") + key, where, allow_zero);
+    };
+    opt("gemm_efficiency", m.gemm_efficiency, false);
+    opt("gemm_half_dim", m.gemm_half_dim, true);
+    opt("memory_efficiency", m.memory_efficiency, false);
+    opt("kernel_launch_us", m.kernel_launch_us, true);
+    opt("tree_allreduce_max_bytes", m.tree_allreduce_max_bytes, true);
+    for (const char* key : {"gemm_efficiency", "memory_efficiency"})
+      if (e.contains(key) && e.at(key).get<double>() > 1.0)
+        SL_THROW(InvalidArgument, where, ": field 'efficiency.", key, "' = ", e.at(key).dump(),
+                 " must be in (0, 1]");
+  }
+  return c;
+}
+
+void ClusterSpec::check_ranks(int ranks) const {
+  if (ranks < 1) SL_THROW(InvalidArgument, "--ranks ", ranks, ": must be >= 1");
+  if (ranks > total_ranks())
+    SL_THROW(InvalidArgument, "--ranks ", ranks, " exceeds cluster '", name, "': ", nodes,
+             " nodes x ranks_per_node ", ranks_per_node, " = ", total_ranks(), " ranks");
+  if (ranks > ranks_per_node && ranks % ranks_per_node != 0)
+    SL_THROW(InvalidArgument, "--ranks ", ranks, " is not a multiple of cluster '", name,
+             "' ranks_per_node ", ranks_per_node, " (beyond one node a job uses whole nodes)");
+}
+
+std::vector<std::string> cluster_preset_names() {
+  std::vector<std::string> names;
+  for (const Preset& p : kPresets) names.push_back(p.name);
+  return names;
+}
+
+std::string cluster_preset_json(const std::string& name) {
+  for (const Preset& p : kPresets)
+    if (name == p.name) return p.json;
+  std::string known;
+  for (const Preset& p : kPresets) known += std::string(known.empty() ? "" : ", ") + p.name;
+  SL_THROW(InvalidArgument, "--cluster '", name,
+           "': unknown preset and no such file (presets: ", known,
+           ", this-machine; or a JSON file)");
+}
+
+ClusterSpec load_cluster_spec(const std::string& name_or_path) {
+  for (const Preset& p : kPresets)
+    if (name_or_path == p.name)
+      return parse_cluster_spec(nlohmann::json::parse(p.json), "cluster preset " + name_or_path);
+  if (!path_exists(name_or_path)) cluster_preset_json(name_or_path);  // throws: unknown preset
+  const std::string where = "cluster file " + name_or_path;
+  std::string body;
+  try {
+    body = read_text_file(name_or_path);
+  } catch (const Error& e) {
+    SL_THROW(InvalidArgument, where, ": ", e.what());
+  }
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded()) SL_THROW(InvalidArgument, where, ": not valid JSON");
+  return parse_cluster_spec(j, where);
+}
+
+}  // namespace shardlab

@@ -1,0 +1,76 @@
+// Cluster specs: what the simulator needs to know about a cluster (docs/simulate.md). A JSON file,
+// or a named preset whose figures come from published datasheets, the source named in the spec.
+// The device layer owns it so that the MetaDevice (compute, memory, host link) and, above it, the
+// SimCommunicator (links inside and between nodes) read the same spec.
+//
+//   {"name": "h100-sxm", "source": "...",
+//    "nodes": 128, "ranks_per_node": 8,
+//    "gpu": {"name": "...", "peak_tflops": {"fp32": 67, "tf32": 494.7, "bf16": 989.4},
+//            "memory_GiB": 80, "memory_bandwidth_GBps": 3350},
+//    "intra_node": {"bandwidth_GBps": 450, "latency_us": 3},   // per GPU, one direction
+//    "inter_node": {"bandwidth_GBps": 50, "latency_us": 6},    // per GPU, one direction
+//    "host_link":  {"bandwidth_GBps": 64, "latency_us": 10},
+//    "efficiency": {...}}                                      // optional, see CostModel
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace shardlab {
+
+// How GEMMs are charged: the device's peak for this math mode.
+enum class GemmMath : uint8_t { fp32, tf32, bf16 };
+const char* gemm_math_name(GemmMath m);
+GemmMath parse_gemm_math(const std::string& s);  // "fp32" | "tf32" | "bf16"; throws InvalidArgument
+
+struct Link {
+  double bandwidth = 0;  // bytes/s, one direction, per GPU
+  double latency = 0;    // seconds per message (alpha)
+};
+
+// The assumptions of the cost model that are not datasheet figures. Defaults are documented in
+// docs/simulate.md; `shardlab calibrate` measures them for this machine.
+struct CostModel {
+  double gemm_efficiency = 0.8;    // the fraction of peak a large GEMM reaches
+  double gemm_half_dim = 64;       // a GEMM dimension d runs at d / (d + this) of that
+  double memory_efficiency = 0.8;  // the fraction of memory bandwidth a streaming kernel reaches
+  double kernel_launch_us = 4;     // fixed cost of every kernel and GEMM
+  double tree_allreduce_max_bytes = 256 * 1024;  // all-reduces up to this size may use a tree
+};
+
+struct ClusterSpec {
+  std::string name;
+  std::string source;  // where the figures come from
+  int nodes = 1;
+  int ranks_per_node = 1;
+  std::string gpu_name;
+  double peak_flops[3] = {0, 0, 0};  // by GemmMath, FLOP/s
+  int64_t memory_bytes = 0;          // per GPU
+  double memory_bandwidth = 0;       // bytes/s
+  Link intra_node, inter_node, host_link;
+  CostModel cost;
+  nlohmann::json json;  // the spec as read (written into a simulated run's meta.json)
+
+  double peak(GemmMath m) const { return peak_flops[static_cast<int>(m)]; }
+  int total_ranks() const { return nodes * ranks_per_node; }
+  // Checks that `ranks` fits this cluster: >= 1, at most nodes x ranks_per_node, and whole nodes
+  // beyond one node. Throws InvalidArgument naming --ranks and the spec.
+  void check_ranks(int ranks) const;
+};
+
+// Parses a spec; `where` names it in errors ("cluster file x.json"). Every required field must be
+// present and every bandwidth, latency-free figure and count positive; throws InvalidArgument
+// "WHERE: field 'inter_node.bandwidth_GBps' ..." naming the field.
+ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where);
+// A preset name (cluster_preset_names) or a path to a JSON file. "this-machine" is resolved by the
+// command line (it measures), not here. Throws InvalidArgument for an unknown name that is not a
+// file, IoError / InvalidArgument for a bad file.
+ClusterSpec load_cluster_spec(const std::string& name_or_path);
+std::vector<std::string> cluster_preset_names();
+// The preset's JSON text; throws InvalidArgument for an unknown name.
+std::string cluster_preset_json(const std::string& name);
+
+}  // namespace shardlab

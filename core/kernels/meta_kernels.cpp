@@ -1,0 +1,132 @@
+// The meta kernel table: every kernel of every family on the MetaDevice. No arithmetic: each entry
+// charges the bytes the kernel reads and writes (as the CPU loop of its family does) to the
+// device's virtual clock. Reductions and checks that return a value return what a zero-filled
+// buffer would give: sum_squares 0, all_finite true.
+#include "core/base/dtype.hpp"
+#include "core/device/meta_device.hpp"
+#include "core/kernels/attention.hpp"
+#include "core/kernels/crossentropy.hpp"
+#include "core/kernels/elementwise.hpp"
+#include "core/kernels/encoder.hpp"
+#include "core/kernels/gelu.hpp"
+#include "core/kernels/kernel_table.hpp"
+#include "core/kernels/layernorm.hpp"
+#include "core/kernels/optim.hpp"
+#include "core/kernels/residual.hpp"
+
+namespace shardlab {
+
+namespace meta {
+namespace {
+
+void charge(Device& dev, int64_t bytes) { static_cast<MetaDevice&>(dev).charge_kernel(bytes); }
+int64_t f4(int64_t n) { return 4 * n; }  // n fp32 values
+
+// ---- elementwise
+void fill(Device& d, float*, float, int64_t n) { charge(d, f4(n)); }
+void scale(Device& d, float*, float, int64_t n) { charge(d, 2 * f4(n)); }
+void axpy(Device& d, float*, float, const float*, int64_t n) { charge(d, 3 * f4(n)); }
+void cast_from_f32(Device& d, void*, DType t, const float*, int64_t n) {
+  charge(d, f4(n) + static_cast<int64_t>(dtype_size(t)) * n);
+}
+void cast_to_f32(Device& d, float*, const void*, DType t, int64_t n) {
+  charge(d, f4(n) + static_cast<int64_t>(dtype_size(t)) * n);
+}
+double sum_squares(Device& d, const float*, int64_t n) {
+  charge(d, f4(n));
+  return 0.0;
+}
+bool all_finite(Device& d, const void*, DType t, int64_t n) {
+  charge(d, static_cast<int64_t>(dtype_size(t)) * n);
+  return true;
+}
+
+// ---- attention softmax over (BH, T, T)
+void softmax_forward(Device& d, float*, int BH, int T) {
+  charge(d, 2 * f4(static_cast<int64_t>(BH) * T * T));
+}
+void softmax_backward(Device& d, float*, const float*, const float*, int BH, int T) {
+  charge(d, 3 * f4(static_cast<int64_t>(BH) * T * T));
+}
+
+// ---- cross-entropy over (N, V)
+void ce_forward(Device& d, float*, float*, const int*, int N, int V) {
+  charge(d, 2 * f4(static_cast<int64_t>(N) * V) + 8 * static_cast<int64_t>(N));
+}
+void ce_backward(Device& d, float*, const float*, const int*, float, int N, int V) {
+  charge(d, 2 * f4(static_cast<int64_t>(N) * V) + 4 * static_cast<int64_t>(N));
+}
+
+// ---- encoder: (B, T, C) from two embedding rows per token
+void enc_forward(Device& d, float*, const int*, const float*, const float*, int B, int T, int C,
+                 int) {
+  const int64_t btc = static_cast<int64_t>(B) * T * C;
+  charge(d, 3 * f4(btc) + 4 * static_cast<int64_t>(B) * T);
+}
+void enc_backward(Device& d, float*, float*, const float*, const int*, int B, int T, int C, int) {
+  const int64_t btc = static_cast<int64_t>(B) * T * C;
+  charge(d, 5 * f4(btc) + 4 * static_cast<int64_t>(B) * T);  // dout, then += on two rows
+}
+
+// ---- gelu
+void gelu_forward(Device& d, float*, const float*, int64_t n) { charge(d, 2 * f4(n)); }
+void gelu_backward(Device& d, float*, const float*, const float*, int64_t n) {
+  charge(d, 3 * f4(n));
+}
+
+// ---- layernorm over (N, C)
+void ln_forward(Device& d, float*, float*, float*, const float*, const float*, const float*, int N,
+                int C) {
+  const int64_t nc = static_cast<int64_t>(N) * C;
+  charge(d, 2 * f4(nc) + 2 * f4(C) + 2 * f4(N));
+}
+void ln_backward(Device& d, float*, float*, float*, const float*, const float*, const float*,
+                 const float*, const float*, int N, int C) {
+  const int64_t nc = static_cast<int64_t>(N) * C;
+  charge(d, 4 * f4(nc) + 5 * f4(C) + 2 * f4(N));  // dout, x, dx (+=); weight, dweight, dbias
+}
+
+// ---- optimizers over a flat range
+void adamw(Device& d, float*, const float*, float*, float*, int64_t n, float, float, float, float,
+           float, float, float) {
+  charge(d, 7 * f4(n));  // p, g, m, v read; p, m, v written
+}
+void sgd(Device& d, float*, const float*, float* momentum_buf, int64_t n, float, float, float) {
+  charge(d, (momentum_buf ? 5 : 3) * f4(n));
+}
+
+// ---- residual and bias
+void residual_forward(Device& d, float*, const float*, const float*, int64_t n) {
+  charge(d, 3 * f4(n));
+}
+void bias_broadcast(Device& d, float*, const float*, int N, int OC, bool accumulate) {
+  charge(d, (accumulate ? 2 : 1) * f4(static_cast<int64_t>(N) * OC) + f4(OC));
+}
+void bias_backward(Device& d, float*, const float*, int N, int OC) {
+  charge(d, f4(static_cast<int64_t>(N) * OC) + 2 * f4(OC));
+}
+
+}  // namespace
+}  // namespace meta
+
+const AttentionKernels kMetaAttention = {meta::softmax_forward, meta::softmax_backward};
+const CrossEntropyKernels kMetaCrossEntropy = {meta::ce_forward, meta::ce_backward};
+const ElementwiseKernels kMetaElementwise = {
+    meta::fill,        meta::scale,       meta::axpy,      meta::cast_from_f32,
+    meta::cast_to_f32, meta::sum_squares, meta::all_finite};
+const EncoderKernels kMetaEncoder = {meta::enc_forward, meta::enc_backward};
+const GeluKernels kMetaGelu = {meta::gelu_forward, meta::gelu_backward};
+const LayerNormKernels kMetaLayerNorm = {meta::ln_forward, meta::ln_backward};
+const OptimKernels kMetaOptim = {meta::adamw, meta::sgd};
+const ResidualKernels kMetaResidual = {meta::residual_forward, meta::bias_broadcast,
+                                       meta::bias_backward};
+
+namespace {
+const KernelTable kMetaKernels = {
+    "meta",     &kMetaAttention, &kMetaCrossEntropy, &kMetaElementwise, &kMetaEncoder,
+    &kMetaGelu, &kMetaLayerNorm, &kMetaOptim,        &kMetaResidual};
+}  // namespace
+
+const KernelTable& meta_kernel_table() { return kMetaKernels; }
+
+}  // namespace shardlab

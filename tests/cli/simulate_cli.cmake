@@ -1,0 +1,82 @@
+# `shardlab simulate`: a run directory with virtual times that says it is simulated, `summary`
+# saying so, the predictions printed, and one clear error line, exit non-zero, for each bad
+# cluster or placement (docs/simulate.md).
+include(${CMAKE_CURRENT_LIST_DIR}/helpers/train_common.cmake)
+
+set(sim simulate --model tiny --steps 2 --batch 8 --seq 32)
+
+# ---- a run: predictions, a run directory marked simulated, summary says so
+file(REMOVE_RECURSE ${WORK_DIR}/sim1)
+run_ok(out ${sim} --cluster h100-sxm --ranks 8 --run-dir sim1)
+foreach(want "parallel: full_shard on 8 ranks \\(sim" "predicted for 8 ranks on h100-sxm"
+             "step time +[0-9.]+ ms" "tokens/s +[0-9]+" "MFU +[0-9.]+%" "exposed comm +[0-9.]+ ms"
+             "peak memory +[0-9.]+ [KMG]iB per rank, of 80.00 GiB: fits" "params_unsharded")
+  if(NOT out MATCHES "${want}")
+    message(FATAL_ERROR "simulate output lacks '${want}':\n${out}")
+  endif()
+endforeach()
+file(READ ${WORK_DIR}/sim1/meta.json meta)
+foreach(want "\"simulated\"" "\"times\": \"virtual\"" "\"ranks\": 8" "\"backend\": \"sim\"")
+  if(NOT meta MATCHES "${want}")
+    message(FATAL_ERROR "meta.json lacks ${want}:\n${meta}")
+  endif()
+endforeach()
+run_ok(summary summary sim1)
+if(NOT summary MATCHES "simulated: the predicted timeline of rank 0 of 8 ranks on cluster h100-sxm")
+  message(FATAL_ERROR "summary does not say the run is simulated:\n${summary}")
+endif()
+
+# A cluster file: the preset printed, edited, read back.
+run_ok(preset simulate --print-cluster a100-40gb)
+file(WRITE ${WORK_DIR}/a100.json "${preset}")
+run_ok(from_file ${sim} --cluster a100.json --ranks 16 --batch 16 --trace off)
+if(NOT from_file MATCHES "predicted for 16 ranks on a100-40gb")
+  message(FATAL_ERROR "a cluster file was not used:\n${from_file}")
+endif()
+
+# ---- bad input: each names what is wrong
+expect_error(unknown_preset "--cluster 'h200-nvl': unknown preset and no such file"
+             ${sim} --cluster h200-nvl --ranks 8)
+string(REPLACE "\"inter_node\": {\"bandwidth_GBps\": 25, \"latency_us\": 5}," "" no_inter "${preset}")
+file(WRITE ${WORK_DIR}/missing.json "${no_inter}")
+expect_error(missing_field "cluster file missing.json: field 'inter_node' is missing"
+             ${sim} --cluster missing.json --ranks 8)
+string(REPLACE "\"bandwidth_GBps\": 300" "\"bandwidth_GBps\": -300" negative "${preset}")
+file(WRITE ${WORK_DIR}/negative.json "${negative}")
+expect_error(negative_bandwidth "field 'intra_node.bandwidth_GBps' = -300 must be > 0"
+             ${sim} --cluster negative.json --ranks 8)
+string(REPLACE "\"bandwidth_GBps\": 25" "\"bandwidth_GBps\": 0" zero "${preset}")
+file(WRITE ${WORK_DIR}/zero.json "${zero}")
+expect_error(zero_bandwidth "field 'inter_node.bandwidth_GBps' = 0 must be > 0"
+             ${sim} --cluster zero.json --ranks 8)
+string(REPLACE "\"ranks_per_node\": 8" "\"ranks_per_node\": 0" zero_rpn "${preset}")
+file(WRITE ${WORK_DIR}/zero_rpn.json "${zero_rpn}")
+expect_error(zero_ranks_per_node "field 'ranks_per_node' = 0 must be in \\[1, 1048576\\]"
+             ${sim} --cluster zero_rpn.json --ranks 8)
+file(WRITE ${WORK_DIR}/broken.json "{\"name\": \"x\",")
+expect_error(not_json "cluster file broken.json: not valid JSON" ${sim} --cluster broken.json)
+expect_error(ranks_not_whole_nodes "--ranks 12 is not a multiple of cluster 'h100-sxm' ranks_per_node 8"
+             ${sim} --cluster h100-sxm --ranks 12 --batch 12)
+expect_error(ranks_beyond_cluster "--ranks 8192 exceeds cluster 'h100-sxm'"
+             ${sim} --cluster h100-sxm --ranks 8192 --batch 8192)
+expect_error(hybrid_fraction "--hybrid-group 12 spans a fraction of a node of cluster 'h100-sxm' \\(ranks_per_node 8\\)"
+             ${sim} --cluster h100-sxm --ranks 24 --batch 24 --strategy hybrid_shard --hybrid-group 12)
+expect_error(hybrid_straddles "--hybrid-group 3 spans a fraction of a node"
+             ${sim} --cluster h100-sxm --ranks 24 --batch 24 --strategy hybrid_shard --hybrid-group 3)
+expect_error(bad_math "unknown GEMM math 'fp8'" ${sim} --ranks 8 --math fp8)
+expect_error(batch_split "--batch 8 must split evenly over --ranks 16" ${sim} --ranks 16)
+
+# ---- calibrate: a measured spec that simulate reads; --cluster this-machine measures in place
+run_ok(cal calibrate --seconds 0.02 --out measured.json)
+file(READ ${WORK_DIR}/measured.json measured)
+foreach(want "\"name\": \"this-machine\"" "\"source\": \"measured by shardlab calibrate" "\"ranks_per_node\": 2")
+  if(NOT measured MATCHES "${want}")
+    message(FATAL_ERROR "the measured spec lacks ${want}:\n${measured}")
+  endif()
+endforeach()
+run_ok(on_measured ${sim} --cluster measured.json --ranks 2 --trace off)
+run_ok(on_this ${sim} --cluster this-machine --ranks 2 --trace off)
+if(NOT on_this MATCHES "calibrating this machine" OR NOT on_this MATCHES "predicted for 2 ranks on this-machine")
+  message(FATAL_ERROR "--cluster this-machine did not measure:\n${on_this}")
+endif()
+expect_error(calibrate_one_rank "calibrate: --ranks 1 must be >= 2" calibrate --ranks 1)

@@ -1,0 +1,285 @@
+// The simulator's parts (docs/simulate.md): the MetaDevice (tracked bytes, no memory, work charged
+// to a virtual clock), the device and topology models against their formulas, the
+// SimCommunicator (bytes as the local backend counts them, async and wait in virtual time, groups
+// that know their node placement), and a simulated run at scale within its memory budget.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <cmath>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+#include "apps/shardlab/simulate_command.hpp"
+#include "core/base/virtual_clock.hpp"
+#include "core/comm/comm_common.hpp"
+#include "core/comm/launcher.hpp"
+#include "core/comm/sim_comm.hpp"
+#include "core/comm/topology.hpp"
+#include "core/device/device_model.hpp"
+#include "core/device/meta_device.hpp"
+#include "core/kernels/elementwise.hpp"
+#include "core/kernels/gelu.hpp"
+#include "core/trace/recorder.hpp"
+
+using namespace shardlab;
+
+namespace {
+
+std::shared_ptr<const ClusterSpec> h100() {
+  return std::make_shared<const ClusterSpec>(load_cluster_spec("h100-sxm"));
+}
+
+int64_t max_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;
+}
+
+int64_t ns(double s) { return static_cast<int64_t>(std::llround(s * 1e9)); }
+
+}  // namespace
+
+// ---- MetaDevice ---------------------------------------------------------------------------------
+
+TEST(SimMetaDevice, TracksBytesWithoutHoldingMemory) {
+  auto spec = h100();
+  MemoryTracker tracker;
+  VirtualClock clock;
+  MetaDevice dev(tracker, *spec, clock, GemmMath::bf16);
+  EXPECT_EQ(dev.kind(), DeviceKind::meta);
+  EXPECT_FALSE(dev.holds_data());
+  const int64_t rss = max_rss_bytes();
+  std::vector<Buffer> bufs;
+  for (int i = 0; i < 64; ++i) bufs.push_back(dev.alloc(int64_t{1} << 30, MemCategory::params));
+  EXPECT_EQ(tracker.current(MemCategory::params), int64_t{64} << 30);  // 64 GiB tracked ...
+  EXPECT_LT(max_rss_bytes() - rss, int64_t{64} << 20);                 // ... none of it resident
+  for (size_t i = 1; i < bufs.size(); ++i)  // distinct, non-overlapping addresses
+    EXPECT_GE(bufs[i].as<char>() - bufs[i - 1].as<char>(), int64_t{1} << 30);
+  bufs.clear();
+  EXPECT_EQ(tracker.current(MemCategory::params), 0);
+  EXPECT_EQ(tracker.peak(MemCategory::params), int64_t{64} << 30);
+}
+
+TEST(SimMetaDevice, ReadsOnTheHostSeeZerosAndChecksPass) {
+  auto spec = h100();
+  MemoryTracker tracker;
+  VirtualClock clock;
+  MetaDevice dev(tracker, *spec, clock, GemmMath::fp32);
+  Buffer b = dev.alloc(4096, MemCategory::workspace);
+  std::vector<float> host(1024, 7.0f);
+  dev.copy_to_host(host.data(), b.data(), 4096);
+  for (float x : host) EXPECT_EQ(x, 0.0f);
+  EXPECT_EQ(sum_squares(dev, b.f32(), 1024), 0.0);
+  EXPECT_TRUE(all_finite(dev, b.data(), DType::f32, 1024));
+}
+
+TEST(SimMetaDevice, WorkAdvancesTheClockByTheDeviceModel) {
+  auto spec = h100();
+  MemoryTracker tracker;
+  VirtualClock clock;
+  MetaDevice dev(tracker, *spec, clock, GemmMath::bf16);
+  Buffer a = dev.alloc(1 << 20, MemCategory::workspace);
+  dev.gemm(false, false, 4096, 4096, 4096, 1.0f, a.f32(), 4096, a.f32(), 4096, 0.0f, a.f32(), 4096);
+  EXPECT_EQ(clock.now_ns, gemm_ns(*spec, GemmMath::bf16, 4096, 4096, 4096));
+  const int64_t t0 = clock.now_ns;
+  gelu_forward(dev, a.f32(), a.f32(), 1 << 18);  // through the meta kernel table: 2 MiB moved
+  EXPECT_EQ(clock.now_ns - t0, memory_ns(*spec, int64_t{8} << 18));
+  EXPECT_EQ(dev.kernels(), 2);
+  EXPECT_DOUBLE_EQ(dev.gemm_flops(), 2.0 * 4096.0 * 4096.0 * 4096.0);
+}
+
+// ---- the device model ---------------------------------------------------------------------------
+
+TEST(SimDeviceModel, LargeGemmsApproachThePeakSmallOnesDoNot) {
+  auto spec = h100();
+  const CostModel& c = spec->cost;
+  const double big = gemm_efficiency(c, 8192, 8192, 8192), small = gemm_efficiency(c, 64, 64, 64);
+  EXPECT_NEAR(big, c.gemm_efficiency, 0.03);
+  EXPECT_NEAR(small, c.gemm_efficiency / 8, 1e-12);  // each dimension at half: 64 / (64 + 64)
+  // A large GEMM is compute-bound: launch + FLOPs / (peak x efficiency).
+  const double flops = 2.0 * 8192.0 * 8192.0 * 8192.0;
+  EXPECT_EQ(gemm_ns(*spec, GemmMath::bf16, 8192, 8192, 8192),
+            ns(c.kernel_launch_us * 1e-6 + flops / (spec->peak(GemmMath::bf16) * big)));
+  // fp32 is charged at the fp32 peak: 989.5 / 67 times slower on the same shape, launch aside.
+  EXPECT_GT(gemm_ns(*spec, GemmMath::fp32, 8192, 8192, 8192),
+            10 * gemm_ns(*spec, GemmMath::bf16, 8192, 8192, 8192));
+  EXPECT_EQ(memory_ns(*spec, 2680000000000),
+            ns(c.kernel_launch_us * 1e-6 + 1.0));  // 80% of 3.35 TB/s
+  EXPECT_EQ(host_copy_ns(*spec, 64000000000), ns(5e-6 + 1.0));
+}
+
+// ---- the topology model -------------------------------------------------------------------------
+
+TEST(SimTopology, RingInsideANodeHierarchicalAcrossTreeForSmallAllReduce) {
+  auto spec = h100();
+  const Link in = spec->intra_node, ex = spec->inter_node;
+  std::vector<int> node0 = {0, 1, 2, 3, 4, 5, 6, 7}, two_nodes, one_per_node;
+  for (int r = 0; r < 16; ++r) two_nodes.push_back(r);
+  for (int r = 0; r < 64; r += 8) one_per_node.push_back(r);
+  const GroupPlacement a = place_group(*spec, node0), b = place_group(*spec, two_nodes),
+                       c = place_group(*spec, one_per_node);
+  EXPECT_TRUE(a.intra_node());
+  EXPECT_FALSE(b.intra_node());
+  EXPECT_EQ(b.nodes, 2);
+  EXPECT_EQ(b.per_node, 8);
+  EXPECT_EQ(c.nodes, 8);
+  EXPECT_EQ(c.per_node, 1);
+
+  const double S = 256.0 * 1024 * 1024;
+  // all_gather of S on one node: 7 steps of S/8 over NVLink.
+  EXPECT_EQ(collective_ns(*spec, a, CommOp::all_gather, int64_t(S)),
+            ns(7 * (in.latency + S / 8 / in.bandwidth)));
+  // Two nodes of 8: one step of S/16 across (each GPU its own NIC), then 7 of S/8 inside.
+  EXPECT_EQ(collective_ns(*spec, b, CommOp::reduce_scatter, int64_t(S)),
+            ns((ex.latency + S / 16 / ex.bandwidth) + 7 * (in.latency + S / 8 / in.bandwidth)));
+  // One rank per node: a ring over the NICs; all_reduce is reduce-scatter + all-gather.
+  EXPECT_EQ(collective_ns(*spec, c, CommOp::all_reduce, int64_t(S)),
+            ns(2 * 7 * (ex.latency + S / 8 / ex.bandwidth)));
+  // 4 bytes on 8 nodes: the tree's 2 log2(8) latencies beat the ring's 14.
+  EXPECT_EQ(collective_ns(*spec, c, CommOp::all_reduce, 4),
+            ns(2 * 3 * (ex.latency + 4 / ex.bandwidth)));
+  EXPECT_EQ(collective_algorithm(*spec, c, CommOp::all_reduce, 4), "tree, inter-node");
+  EXPECT_EQ(collective_ns(*spec, place_group(*spec, {5}), CommOp::all_gather, int64_t(S)), 0);
+}
+
+// ---- the SimCommunicator ------------------------------------------------------------------------
+
+TEST(SimComm, CountsBytesAsTheLocalBackendDoes) {
+  const int n = 4;
+  const int64_t count = 1000;
+  auto calls = [&](Communicator& c, Device& dev) {
+    Buffer big = dev.alloc(n * count * 4, MemCategory::workspace);
+    char* p = big.as<char>();
+    c.all_gather(p + c.rank() * count * 4, p, count, DType::f32);
+    c.reduce_scatter(p, p + c.rank() * count * 4, count, DType::f32);
+    c.all_reduce(p, p, count, DType::bf16);
+    c.broadcast(p, count, DType::f32, 0);
+    return c.traffic();
+  };
+  std::vector<Communicator::Traffic> local(n);
+  LaunchOptions lo;
+  lo.ranks = n;
+  launch(lo, [&](RankContext& ctx) { local[ctx.rank] = calls(*ctx.comm, *ctx.device); });
+  for (int r = 0; r < n; ++r) {
+    MemoryTracker tracker;
+    VirtualClock clock;
+    MetaDevice dev(tracker, *h100(), clock, GemmMath::fp32);
+    auto sim = make_sim_communicator(h100(), n, r, dev, clock);
+    const Communicator::Traffic t = calls(*sim, dev);
+    EXPECT_EQ(t.all_gather, local[r].all_gather);
+    EXPECT_EQ(t.reduce_scatter, local[r].reduce_scatter);
+    EXPECT_EQ(t.all_reduce, local[r].all_reduce);
+    EXPECT_EQ(t.broadcast, local[r].broadcast);
+    EXPECT_GT(t.total(), 0);
+  }
+}
+
+TEST(SimComm, AsyncReturnsAtOnceAndWaitJoinsTheCollectivesEnd) {
+  auto spec = h100();
+  MemoryTracker tracker;
+  VirtualClock clock;
+  MetaDevice dev(tracker, *spec, clock, GemmMath::fp32);
+  auto world = make_sim_communicator(spec, 8, 3, dev, clock);
+  const int64_t count = 1 << 20;
+  Buffer b = dev.alloc(8 * count * 4, MemCategory::params_unsharded);
+  const int64_t one = collective_ns(*spec, place_group(*spec, {0, 1, 2, 3, 4, 5, 6, 7}),
+                                    CommOp::all_gather, 8 * count * 4);
+  Work w1 = world->all_gather(b.as<char>() + 3 * count * 4, b.data(), count, DType::f32, true);
+  Work w2 = world->all_gather(b.as<char>() + 3 * count * 4, b.data(), count, DType::f32, true);
+  EXPECT_EQ(clock.now_ns, 0);  // issued, nothing waited
+  EXPECT_FALSE(w1.done());
+  clock.advance(one / 2);  // compute overlapping the first
+  w1.wait();
+  EXPECT_EQ(clock.now_ns, one);  // joined to its end
+  w2.wait();
+  EXPECT_EQ(clock.now_ns, 2 * one);  // the second ran after the first on the stream
+  clock.advance(5 * one);
+  Work w3 = world->all_gather(b.as<char>() + 3 * count * 4, b.data(), count, DType::f32, true);
+  w3.wait();
+  EXPECT_EQ(clock.now_ns, 8 * one);  // issued on an idle stream: starts at once
+}
+
+TEST(SimComm, HybridGroupsKnowWhetherTheyStayInsideANode) {
+  auto spec = h100();
+  MemoryTracker tracker;
+  VirtualClock clock;
+  MetaDevice dev(tracker, *spec, clock, GemmMath::fp32);
+  // 32 ranks on 4 nodes, rank 10: shard group of the 8 ranks of node 1, replica group of ranks
+  // 2, 10, 18, 26 (one per node).
+  auto world = make_sim_communicator(spec, 32, 10, dev, clock);
+  EXPECT_FALSE(sim_group_intra_node(*world));
+  auto shard = world->split_group(1, 10, {8, 9, 10, 11, 12, 13, 14, 15});
+  auto replica = world->split_group(2, 10, {2, 10, 18, 26});
+  EXPECT_EQ(shard->size(), 8);
+  EXPECT_EQ(shard->rank(), 2);
+  EXPECT_TRUE(sim_group_intra_node(*shard));
+  EXPECT_EQ(replica->size(), 4);
+  EXPECT_EQ(replica->rank(), 1);
+  EXPECT_FALSE(sim_group_intra_node(*replica));
+  EXPECT_THROW(world->split(1, 10), InvalidArgument);                    // members unknown
+  EXPECT_THROW(world->split_group(1, 10, {8, 9, 11}), InvalidArgument);  // without this rank
+  EXPECT_THROW(make_sim_communicator(spec, 12, 0, dev, clock), InvalidArgument);  // 1.5 nodes
+}
+
+TEST(SimComm, SpansCarryVirtualTimes) {
+  auto spec = h100();
+  MemoryTracker tracker;
+  VirtualClock clock;
+  ScopedVirtualClock on(clock);
+  MetaDevice dev(tracker, *spec, clock, GemmMath::fp32);
+  Recorder rec(0, "");
+  auto world = make_sim_communicator(spec, 8, 0, dev, clock);
+  world->set_recorder(&rec);
+  clock.advance(1000);
+  EXPECT_EQ(trace_now_ns(), 1000);  // the trace clock is the virtual one on this thread
+  Buffer b = dev.alloc(8 * 1024, MemCategory::params_unsharded);
+  world->all_gather(b.data(), b.data(), 256, DType::f32, true).wait();
+  const std::string text = rec.buffered_text();
+  EXPECT_NE(text.find("\"t_issue\":1000,\"t_start\":1000"), std::string::npos) << text;
+}
+
+// ---- a simulated run at scale -------------------------------------------------------------------
+
+// gpt2 full_shard on 1024 ranks of the H100 preset: a step of a 124M-parameter model on one
+// simulated rank, without a run directory, keeps the process under 256 MiB (the issue's bound is 1
+// GiB; its time is a benchmark's business: docs/simulate.md shows the command and its wall time).
+TEST(SimScale, Gpt2On1024RanksStaysUnder256MiB) {
+  TrainConfig cfg;
+  cfg.model = "gpt2";
+  cfg.ranks = 1024;
+  cfg.batch = 1024;
+  cfg.seq = 1024;
+  cfg.steps = 1;
+  cfg.cluster = "h100-sxm";
+  std::ostringstream out;
+  const SimulateResult r = run_simulation(cfg, out);
+  EXPECT_GT(r.step_s, 0) << out.str();
+  EXPECT_GT(r.mfu, 0.01);
+  EXPECT_LT(r.mfu, 1.0);
+  EXPECT_LT(r.peak_bytes, r.gpu_memory);
+  // The issue's bound is 1 GiB; 256 MiB is what catches a materialised unit (a 7B block is 805 MB
+  // of fp32 on the host).
+  EXPECT_LT(max_rss_bytes(), int64_t{256} << 20);
+}
+
+TEST(SimScale, A7BModelOn64RanksStaysUnder256MiB) {
+  TrainConfig cfg;
+  cfg.model = "7b";
+  cfg.ranks = 64;
+  cfg.batch = 64;
+  cfg.seq = 2048;
+  cfg.steps = 1;
+  cfg.engine.param_dtype = cfg.engine.reduce_dtype = DType::bf16;
+  cfg.gemm_math = GemmMath::bf16;
+  cfg.cluster = "h100-sxm";
+  std::ostringstream out;
+  const SimulateResult r = run_simulation(cfg, out);
+  // Sharded 64 ways, a 6.6B model's states (2 + 2 + 12 bytes per parameter) are 1.6 GiB per rank;
+  // the peak is far above that (activations of 2048 tokens) and still fits the 80 GiB.
+  EXPECT_GT(r.peak_bytes, int64_t{16} * 6590000000 / 64) << out.str();
+  EXPECT_LT(r.peak_bytes, r.gpu_memory);
+  // The issue's bound is 1 GiB; 256 MiB is what catches a materialised unit (a 7B block is 805 MB
+  // of fp32 on the host).
+  EXPECT_LT(max_rss_bytes(), int64_t{256} << 20);
+}
