@@ -107,6 +107,40 @@ void bm_collective(benchmark::State& state, const CollectiveRow* row, bool mpi) 
   report(state, *row, bytes, n, per_call);
 }
 
+// The reference the local collectives are compared with, in the same process and on the same kind
+// of threads: launch() starts N rank threads, as for a collective, and each copies its own `bytes`
+// (the collective's nccl-tests size) from one buffer of its device to another, all N at once, so
+// they share the memory bandwidth as the ranks of a collective do. `bw` = bytes one rank copies per
+// second (rank 0's time between two barriers, as for the collectives): the rate a rank's "link"
+// reaches when it only copies, the figure busbw is compared with (docs/collectives.md).
+void bm_memcpy_ranks(benchmark::State& state) {
+  const int64_t bytes = state.range(0);
+  LaunchOptions opts;
+  opts.ranks = static_cast<int>(state.range(1));
+  const int64_t iters = state.max_iterations;
+  double per_call = 0;
+  launch(opts, [&](RankContext& ctx) {
+    Buffer src = ctx.device->alloc(bytes, MemCategory::workspace);
+    Buffer dst = ctx.device->alloc(bytes, MemCategory::workspace);
+    std::memset(src.data(), 1 + ctx.rank, static_cast<size_t>(bytes));
+    std::memcpy(dst.data(), src.data(), static_cast<size_t>(bytes));  // warm-up: every page
+    ctx.comm->barrier();
+    const double t0 = now_s();
+    for (int64_t i = 0; i < iters; ++i) {
+      std::memcpy(dst.data(), src.data(), static_cast<size_t>(bytes));
+      benchmark::ClobberMemory();
+    }
+    ctx.comm->barrier();
+    if (ctx.rank == 0) per_call = (now_s() - t0) / static_cast<double>(iters);
+  });
+  for (auto _ : state) state.SetIterationTime(per_call);
+  using benchmark::Counter;
+  state.counters["time"] = Counter(per_call);
+  state.counters["bw"] =
+      Counter(double(bytes) / per_call, Counter::kDefaults, Counter::OneK::kIs1024);
+  state.counters["bytes"] = Counter(double(bytes), Counter::kDefaults, Counter::OneK::kIs1024);
+}
+
 // Bytes copied per second by one thread's memcpy of 256 MiB.
 void bm_memcpy(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));
@@ -146,6 +180,15 @@ void register_all() {
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
   }
+  if (g_mpi_size == 0)
+    for (int n : {2, 4})
+      for (int64_t s : sizes)
+        benchmark::RegisterBenchmark("memcpy/local", bm_memcpy_ranks)
+            ->Args({s, n})
+            ->ArgNames({"bytes", "ranks"})
+            ->Iterations(iterations_for(s))
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
   if (g_mpi_rank == 0)
     benchmark::RegisterBenchmark("memcpy", bm_memcpy)
         ->Arg(256 * kMiB)
