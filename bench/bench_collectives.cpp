@@ -10,6 +10,7 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -31,11 +32,13 @@ constexpr int64_t kKiB = 1024;
 constexpr int64_t kMiB = 1024 * kKiB;
 
 int g_mpi_rank = 0;
-int g_mpi_size = 0;  // 0: not under mpirun
+int g_mpi_size = 0;   // 0: not under mpirun
+int64_t g_calls = 0;  // --calls: timed calls per benchmark, 0 = iterations_for(size)
 
 // Fixed iterations per size (the same on every MPI process, so all call the same collectives):
 // about 256 MiB of buffer per benchmark, between 3 and 1000 calls.
 int64_t iterations_for(int64_t bytes) {
+  if (g_calls > 0) return g_calls;
   const int64_t it = (256 * kMiB) / bytes;
   return it < 3 ? 3 : (it > 1000 ? 1000 : it);
 }
@@ -215,16 +218,32 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &g_mpi_size);
   }
 #endif
-  // Only rank 0 writes --benchmark_out.
+  // Only rank 0 writes --benchmark_out; --calls is ours.
   std::vector<char*> args;
-  for (int i = 0; i < argc; ++i)
+  for (int i = 0; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--calls=", 8) == 0) {
+      char* end = nullptr;
+      const long long v = std::strtoll(argv[i] + 8, &end, 10);
+      if (end == argv[i] + 8 || *end != '\0' || v < 0 || v > 1000000) {
+        std::fprintf(stderr, "bench_collectives: --calls=%s: want a whole number in [0, 1000000]\n",
+                     argv[i] + 8);
+        return 2;
+      }
+      g_calls = v;
+      continue;
+    }
     if (g_mpi_rank == 0 || std::strncmp(argv[i], "--benchmark_out", 15) != 0)
       args.push_back(argv[i]);
+  }
   int nargs = static_cast<int>(args.size());
   register_all();
   shardlab::bench::initialize(&nargs, args.data(), "bench_collectives",
                               "algbw and busbw of every collective, 1 KiB to 256 MiB, local at 2 "
-                              "and 4 ranks, MPI under mpirun; memcpy (docs/collectives.md)");
+                              "and 4 ranks, MPI under mpirun; memcpy (docs/collectives.md)",
+                              {{"--calls=0",
+                                "timed calls per benchmark (0: about 256 MiB of buffer each, 3 "
+                                "to 1000 calls); more calls let a profiler see the collective "
+                                "rather than the setup and the check"}});
   if (g_mpi_rank == 0) {
     benchmark::RunSpecifiedBenchmarks();
   } else {
