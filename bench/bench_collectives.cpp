@@ -10,6 +10,7 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -31,11 +32,13 @@ constexpr int64_t kKiB = 1024;
 constexpr int64_t kMiB = 1024 * kKiB;
 
 int g_mpi_rank = 0;
-int g_mpi_size = 0;  // 0: not under mpirun
+int g_mpi_size = 0;   // 0: not under mpirun
+int64_t g_calls = 0;  // --calls: timed calls per benchmark, 0 = iterations_for(size)
 
 // Fixed iterations per size (the same on every MPI process, so all call the same collectives):
 // about 256 MiB of buffer per benchmark, between 3 and 1000 calls.
 int64_t iterations_for(int64_t bytes) {
+  if (g_calls > 0) return g_calls;
   const int64_t it = (256 * kMiB) / bytes;
   return it < 3 ? 3 : (it > 1000 ? 1000 : it);
 }
@@ -107,6 +110,40 @@ void bm_collective(benchmark::State& state, const CollectiveRow* row, bool mpi) 
   report(state, *row, bytes, n, per_call);
 }
 
+// The reference the local collectives are compared with, in the same process and on the same kind
+// of threads: launch() starts N rank threads, as for a collective, and each copies its own `bytes`
+// (the collective's nccl-tests size) from one buffer of its device to another, all N at once, so
+// they share the memory bandwidth as the ranks of a collective do. `bw` = bytes one rank copies per
+// second (rank 0's time between two barriers, as for the collectives): the rate a rank's "link"
+// reaches when it only copies, the figure busbw is compared with (docs/collectives.md).
+void bm_memcpy_ranks(benchmark::State& state) {
+  const int64_t bytes = state.range(0);
+  LaunchOptions opts;
+  opts.ranks = static_cast<int>(state.range(1));
+  const int64_t iters = state.max_iterations;
+  double per_call = 0;
+  launch(opts, [&](RankContext& ctx) {
+    Buffer src = ctx.device->alloc(bytes, MemCategory::workspace);
+    Buffer dst = ctx.device->alloc(bytes, MemCategory::workspace);
+    std::memset(src.data(), 1 + ctx.rank, static_cast<size_t>(bytes));
+    std::memcpy(dst.data(), src.data(), static_cast<size_t>(bytes));  // warm-up: every page
+    ctx.comm->barrier();
+    const double t0 = now_s();
+    for (int64_t i = 0; i < iters; ++i) {
+      std::memcpy(dst.data(), src.data(), static_cast<size_t>(bytes));
+      benchmark::ClobberMemory();
+    }
+    ctx.comm->barrier();
+    if (ctx.rank == 0) per_call = (now_s() - t0) / static_cast<double>(iters);
+  });
+  for (auto _ : state) state.SetIterationTime(per_call);
+  using benchmark::Counter;
+  state.counters["time"] = Counter(per_call);
+  state.counters["bw"] =
+      Counter(double(bytes) / per_call, Counter::kDefaults, Counter::OneK::kIs1024);
+  state.counters["bytes"] = Counter(double(bytes), Counter::kDefaults, Counter::OneK::kIs1024);
+}
+
 // Bytes copied per second by one thread's memcpy of 256 MiB.
 void bm_memcpy(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));
@@ -146,6 +183,15 @@ void register_all() {
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
   }
+  if (g_mpi_size == 0)
+    for (int n : {2, 4})
+      for (int64_t s : sizes)
+        benchmark::RegisterBenchmark("memcpy/local", bm_memcpy_ranks)
+            ->Args({s, n})
+            ->ArgNames({"bytes", "ranks"})
+            ->Iterations(iterations_for(s))
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
   if (g_mpi_rank == 0)
     benchmark::RegisterBenchmark("memcpy", bm_memcpy)
         ->Arg(256 * kMiB)
@@ -172,16 +218,32 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &g_mpi_size);
   }
 #endif
-  // Only rank 0 writes --benchmark_out.
+  // Only rank 0 writes --benchmark_out; --calls is ours.
   std::vector<char*> args;
-  for (int i = 0; i < argc; ++i)
+  for (int i = 0; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--calls=", 8) == 0) {
+      char* end = nullptr;
+      const long long v = std::strtoll(argv[i] + 8, &end, 10);
+      if (end == argv[i] + 8 || *end != '\0' || v < 0 || v > 1000000) {
+        std::fprintf(stderr, "bench_collectives: --calls=%s: want a whole number in [0, 1000000]\n",
+                     argv[i] + 8);
+        return 2;
+      }
+      g_calls = v;
+      continue;
+    }
     if (g_mpi_rank == 0 || std::strncmp(argv[i], "--benchmark_out", 15) != 0)
       args.push_back(argv[i]);
+  }
   int nargs = static_cast<int>(args.size());
   register_all();
   shardlab::bench::initialize(&nargs, args.data(), "bench_collectives",
                               "algbw and busbw of every collective, 1 KiB to 256 MiB, local at 2 "
-                              "and 4 ranks, MPI under mpirun; memcpy (docs/collectives.md)");
+                              "and 4 ranks, MPI under mpirun; memcpy (docs/collectives.md)",
+                              {{"--calls=0",
+                                "timed calls per benchmark (0: about 256 MiB of buffer each, 3 "
+                                "to 1000 calls); more calls let a profiler see the collective "
+                                "rather than the setup and the check"}});
   if (g_mpi_rank == 0) {
     benchmark::RunSpecifiedBenchmarks();
   } else {

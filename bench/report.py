@@ -333,9 +333,12 @@ def memory_at(idx, n, out_dir):
 def collectives_section(rows, out_dir):
     busbw = defaultdict(dict)  # (op, backend, ranks) -> {bytes: busbw}
     memcpy = {}
+    memcpy_ranks = {}  # (bytes, ranks) -> what each of N rank threads copies per second at once
     for r in rows:
         f, a, b = r["fixed"], r["args"], r["b"]
-        if f and f[0] == "memcpy":
+        if f == ["memcpy", "local"]:
+            memcpy_ranks[(int(b["bytes"]), a["ranks"])] = b["bw"]
+        elif f and f[0] == "memcpy":
             memcpy[a.get("threads", 1)] = b["bw"]
         elif len(f) >= 2 and f[0] in COLLECTIVES:
             busbw[(f[0], f[1], a["ranks"])][int(b["bytes"])] = b["busbw"]
@@ -380,6 +383,23 @@ def collectives_section(rows, out_dir):
     for f in files:
         md.append("![%s](%s)\n" % (f, f))
 
+    if memcpy_ranks:
+        # The fair reference: the same N rank threads each copying the collective's size at once.
+        ratio_rows = []
+        for (o, bk, n) in keys:
+            if bk != "local" or o == "broadcast":
+                continue
+            cells = [o, n]
+            for s in (4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB):
+                s = int(s)
+                m = memcpy_ranks.get((s, n))
+                v = busbw[(o, bk, n)].get(s)
+                cells.append("%.2f" % (v / m) if m and v else "-")
+            ratio_rows.append(cells)
+        md.append("Local busbw against memcpy by the same N rank threads, each copying the "
+                  "collective's size at the same time (`memcpy/local`, docs/collectives.md):\n")
+        md.append(table(["collective", "N", "4 MiB", "16 MiB", "64 MiB", "256 MiB"], ratio_rows))
+
     # The headline: busbw at 64 MiB against memcpy.
     hl = []
     target = 64 * 1024 * 1024
@@ -388,7 +408,12 @@ def collectives_section(rows, out_dir):
         if abs(s - target) > target // 4:
             continue
         v = busbw[(o, bk, n)][s]
-        rel = " (%.2f x memcpy 1 thread)" % (v / memcpy[1]) if 1 in memcpy else ""
+        if bk == "local" and (s, n) in memcpy_ranks:
+            rel = " (%.2f x memcpy of %d threads)" % (v / memcpy_ranks[(s, n)], n)
+        elif 1 in memcpy:
+            rel = " (%.2f x memcpy 1 thread)" % (v / memcpy[1])
+        else:
+            rel = ""
         hl.append([o, bk, n, fmt_size(s), "%.2f%s" % (v / 1e9, rel)])
     hl_md = table(["collective", "backend", "N", "size", "busbw GB/s"], hl) if hl else ""
     return "\n".join(md), hl_md

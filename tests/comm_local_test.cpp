@@ -115,6 +115,43 @@ TEST(CommLocal, AllReduceIsBitIdenticalToReduceScatterPlusAllGatherAndToRankOrde
   EXPECT_EQ(compared, n * 6);
 }
 
+// Large calls take the other paths of the local backend: the data movement cut into 256 KiB
+// pieces that any rank may claim (with a partial last piece), f32 results of 8 MiB or more per
+// rank written with non-temporal stores from a destination that is not 16-byte aligned, and bf16
+// over several pieces. Still the rank-order reference, bit for bit.
+TEST(CommLocal, LargeCallsInPiecesAndStreamedStoresKeepTheRankOrderBits) {
+  const int n = 3;
+  const int64_t per_rank = (int64_t{1} << 21) + 5;  // 8 MiB + 20 bytes of f32 per rank
+  const int64_t count = n * per_rank;
+  std::vector<float> ref32;
+  reference_bits(n, count, DType::f32, ReduceOp::sum, false, &ref32);
+  const int64_t half_count = 3 * 100003;
+  const std::vector<uint16_t> ref16 =
+      reference_bits(n, half_count, DType::bf16, ReduceOp::avg, false, nullptr);
+  launch(ranks(n), [&](RankContext& ctx) {
+    Device& dev = *ctx.device;
+    const int64_t bytes = count * 4;
+    Buffer in = to_dtype(dev, random_input(ctx.rank, count), DType::f32);
+    // In place, one float past a 64-byte boundary: the streamed stores start after a peeled head.
+    Buffer ar_storage = dev.alloc(bytes + 4, MemCategory::workspace);
+    float* ar = reinterpret_cast<float*>(ar_storage.data()) + 1;
+    std::memcpy(ar, in.data(), size_t(bytes));
+    ctx.comm->all_reduce(ar, ar, count, DType::f32, ReduceOp::sum);
+    EXPECT_EQ(std::memcmp(ar, ref32.data(), size_t(bytes)), 0) << "rank " << ctx.rank;
+
+    Buffer shard = dev.alloc(per_rank * 4, MemCategory::workspace);
+    Buffer rsag = dev.alloc(bytes, MemCategory::workspace);
+    ctx.comm->reduce_scatter(in.data(), shard.data(), per_rank, DType::f32, ReduceOp::sum);
+    ctx.comm->all_gather(shard.data(), rsag.data(), per_rank, DType::f32);
+    EXPECT_EQ(std::memcmp(rsag.data(), ref32.data(), size_t(bytes)), 0) << "rank " << ctx.rank;
+
+    Buffer h = to_dtype(dev, random_input(ctx.rank, half_count), DType::bf16);
+    ctx.comm->all_reduce(h.data(), h.data(), half_count, DType::bf16, ReduceOp::avg);
+    EXPECT_EQ(std::memcmp(h.data(), ref16.data(), size_t(half_count * 2)), 0)
+        << "rank " << ctx.rank;
+  });
+}
+
 TEST(CommLocal, AsyncCollectivesOverlapComputeAndRunInIssueOrder) {
   const int n = 4;
   const int64_t count = 50000;

@@ -1,7 +1,10 @@
 // The local backend: one worker thread per rank per communicator, a two-phase rendezvous per
 // collective (meet: post and check the call; finish: nobody leaves while others still read its
-// buffers), and work shared across ranks like a ring: in all_reduce rank r reduces chunk r of
-// every rank's buffer and writes it to every rank; in reduce_scatter rank r reduces block r.
+// buffers), and the data movement cut into pieces that the ranks claim from a shared counter, so
+// whichever rank threads are running do the work and none waits for a descheduled one: an
+// all_gather piece is one source block's piece copied into every rank's output, an all_reduce
+// piece is one element range reduced in rank order and written to every rank, a reduce_scatter
+// piece one range of one rank's output block. Who does a piece never changes its bits.
 // The rendezvous also times the ranks (how long each waited for the last one: straggler
 // monitoring) and is the collective watchdog: a rank that waits longer than the world's timeout
 // names the ranks that did not arrive, dumps every rank's flight recorder and aborts the world.
@@ -113,6 +116,9 @@ struct Group {
   // copying memory, which always ends).
   uint64_t end_gen = 0;
   int end_arrived = 0;
+  // The next piece of the current collective's data movement to claim; reset when a meet
+  // completes (every rank has then left the previous collective's finish).
+  std::atomic<int64_t> next_piece{0};
 
   std::string who(int r) const {
     std::string s = "rank " + std::to_string(world_ranks[r]);
@@ -284,6 +290,7 @@ MeetResult meet(Group& g, int r, const Desc& d) {
     std::fill(g.here.begin(), g.here.end(), 0);
     g.error = validate(g);
     if (g.error.empty() && d.op == CommOp::split) compute_split(g);
+    g.next_piece.store(0, std::memory_order_relaxed);
     ++g.gen;
     g.cv.notify_all();
   } else {
@@ -336,10 +343,18 @@ void finish(Group& g) {
   }
 }
 
-// Element range [lo, hi) of `count` that rank r reduces in all_reduce.
+// Element range [lo, hi) of `count` that rank r would reduce in all_reduce if the work were split
+// evenly: the size of its staging.
 std::pair<int64_t, int64_t> chunk(int64_t count, int r, int n) {
   return {count * r / n, count * (r + 1) / n};
 }
+
+// Bytes of one piece of data movement: a source piece (256 KiB) stays in L2 while it is written to
+// every destination, and a 4 MiB collective still has enough pieces to share between ranks.
+constexpr int64_t kPieceBytes = 256 * 1024;
+// Reductions whose output per rank reaches this write it with non-temporal stores: it would not
+// stay in cache anyway, and ordinary stores read each destination line before writing it.
+constexpr int64_t kStreamBytes = 8 * 1024 * 1024;
 
 const char* at(const void* p, int64_t bytes) { return static_cast<const char*>(p) + bytes; }
 char* at(void* p, int64_t bytes) { return static_cast<char*>(p) + bytes; }
@@ -527,7 +542,9 @@ class LocalComm final : public Communicator {
     const Desc& d = t.d;
     const int n = size_;
     const int64_t es = static_cast<int64_t>(dtype_size(d.dtype));
-    // Staging is taken before the rendezvous: running out of memory fails this rank alone.
+    // Staging is taken before the rendezvous: running out of memory fails this rank alone. The
+    // reduction no longer uses it (it sums in registers); it is still taken because the memory
+    // planner counts it (core/comm/reduce.hpp).
     int64_t reduce_len = 0;
     if (d.op == CommOp::reduce_scatter) reduce_len = d.count;
     if (d.op == CommOp::all_reduce) {
@@ -544,41 +561,64 @@ class LocalComm final : public Communicator {
     t.times.last_rank = met.last_rank;
     if (d.op == CommOp::barrier || d.op == CommOp::split) return;
 
-    // Between meet and finish every rank's Desc is stable and its buffers are ours to read.
+    // Between meet and finish every rank's Desc is stable and its buffers are ours to read and
+    // write. Each rank claims pieces until none is left, then waits in finish for the others.
     const std::vector<Desc>& all = group_->desc;
+    std::atomic<int64_t>& next = group_->next_piece;
+    auto claim = [&next] { return next.fetch_add(1, std::memory_order_relaxed); };
+    const int64_t per_piece = std::max<int64_t>(1, kPieceBytes / es);
+    const int64_t pieces = (d.count + per_piece - 1) / per_piece;  // of one block or buffer
     switch (d.op) {
-      case CommOp::all_gather: {
-        const int64_t bytes = d.count * es;
-        for (int j = 0; j < n; ++j)
-          if (at(d.recv, j * bytes) != all[j].send && bytes > 0)
-            std::memcpy(at(d.recv, j * bytes), all[j].send, static_cast<size_t>(bytes));
+      case CommOp::all_gather:
+      case CommOp::broadcast: {
+        // all_gather: piece p of block j, copied into every rank's output (skipping a rank whose
+        // block is already there, in place); broadcast: piece p of the root's buffer into every
+        // other rank's.
+        const bool gather = d.op == CommOp::all_gather;
+        const int64_t block_bytes = d.count * es;
+        const int64_t blocks = gather ? n : 1;
+        for (int64_t u = claim(); u < blocks * pieces; u = claim()) {
+          const int j = gather ? static_cast<int>(u / pieces) : d.root;
+          const int64_t lo = (u % pieces) * per_piece * es;
+          const int64_t len = std::min(per_piece * es, block_bytes - lo);
+          const char* src = at(all[j].send, lo);
+          for (int k = 0; k < n; ++k) {
+            char* dst = gather ? at(all[k].recv, j * block_bytes + lo) : at(all[k].recv, lo);
+            if (dst != src) std::memcpy(dst, src, static_cast<size_t>(len));
+          }
+        }
         break;
       }
       case CommOp::reduce_scatter: {
+        // Piece p of rank k's block: rank order over every rank's block k, into k's output.
+        const bool stream = d.count * es >= kStreamBytes;
         std::vector<const void*> src(n);
-        for (int j = 0; j < n; ++j) src[j] = at(all[j].send, rank_ * d.count * es);
-        void* dst = d.recv;
-        if (reduce_len > 0)
-          reduce_rank_order(src.data(), n, &dst, 1, reduce_len, d.dtype, d.reduce, staging.data());
+        for (int64_t u = claim(); u < n * pieces; u = claim()) {
+          const int k = static_cast<int>(u / pieces);
+          const int64_t lo = (u % pieces) * per_piece;
+          const int64_t len = std::min(per_piece, d.count - lo);
+          for (int j = 0; j < n; ++j) src[j] = at(all[j].send, (k * d.count + lo) * es);
+          void* dst = at(all[k].recv, lo * es);
+          reduce_rank_order(src.data(), n, &dst, 1, len, d.dtype, d.reduce, stream);
+        }
         break;
       }
       case CommOp::all_reduce: {
-        const int64_t lo = chunk(d.count, rank_, n).first;
+        // Piece p of the buffer: rank order over every rank's piece, written to every rank.
+        const bool stream = d.count * es >= kStreamBytes;
         std::vector<const void*> src(n);
         std::vector<void*> dst(n);
-        for (int j = 0; j < n; ++j) {
-          src[j] = at(all[j].send, lo * es);
-          dst[j] = at(all[j].recv, lo * es);
+        for (int64_t u = claim(); u < pieces; u = claim()) {
+          const int64_t lo = u * per_piece;
+          const int64_t len = std::min(per_piece, d.count - lo);
+          for (int j = 0; j < n; ++j) {
+            src[j] = at(all[j].send, lo * es);
+            dst[j] = at(all[j].recv, lo * es);
+          }
+          reduce_rank_order(src.data(), n, dst.data(), n, len, d.dtype, d.reduce, stream);
         }
-        if (reduce_len > 0)
-          reduce_rank_order(src.data(), n, dst.data(), n, reduce_len, d.dtype, d.reduce,
-                            staging.data());
         break;
       }
-      case CommOp::broadcast:
-        if (rank_ != d.root && d.count > 0)
-          std::memcpy(d.recv, all[d.root].send, static_cast<size_t>(d.count * es));
-        break;
       default: break;
     }
     finish(*group_);

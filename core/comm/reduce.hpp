@@ -10,16 +10,22 @@
 
 namespace shardlab {
 
-// Elements reduced per pass: the f32 accumulator (32 KiB) stays in cache while n sources stream.
+// The local backend's per-call reduction staging, in elements: the reduction itself sums in
+// registers and needs none, but the local backend still takes reduce_staging_bytes from the rank's
+// device (MemCategory::comm_buffers) because the memory planner (core/fsdp/plan_schedule.cpp)
+// counts it; both go together.
 inline constexpr int64_t kReduceBlock = 8192;
 
-// Scratch that reduce_rank_order needs for `len` elements of `t` (the comm staging buffer).
+// The comm staging the local backend takes for a reduction of `len` elements of `t`.
 int64_t reduce_staging_bytes(int64_t len, DType t);
 
-// dst[k][i] = round_t( (src[0][i] + src[1][i] + ... + src[n-1][i]) [/ n] ) for i < len, k < ndst.
-// A destination may be one of the sources (in place): each block is read in full before it is
-// written. `staging` holds reduce_staging_bytes(len, t) bytes.
+// dst[k][i] = round_t( (src[0][i] + src[1][i] + ... + src[n-1][i]) [/ n] ) for i < len, k < ndst,
+// in one pass: each group of elements is read from every source, summed in f32 registers in rank
+// order and written to every destination. A destination may be one of the sources at the same
+// offset (in place): an element is read from every source before it is written. `stream` writes
+// f32 results with non-temporal stores (for results too large to stay in cache: the stores skip
+// reading the destination's lines first); the result is the same bits either way.
 void reduce_rank_order(const void* const* src, int n, void* const* dst, int ndst, int64_t len,
-                       DType t, ReduceOp op, void* staging);
+                       DType t, ReduceOp op, bool stream = false);
 
 }  // namespace shardlab
