@@ -476,7 +476,8 @@ def peers_index(rows):
 
 
 def rss_per_rank(backend, b, n):
-    """VmHWM per rank: a local process holds all N ranks (threads); MPI and PyTorch processes one."""
+    """VmHWM per rank: a local process holds all N ranks (threads); MPI and PyTorch processes
+    hold one each."""
     return b.get("rss_peak", 0.0) / (n if backend == "local" else 1)
 
 
@@ -551,8 +552,9 @@ def peers_section(rows, log, data_dir, out_dir):
         return "", ""
     intro = (
         "`make bench-peers` (bench/peers/run_peers.py) trains the same GPT with PyTorch DDP and "
-        "FSDP2 (%s, in %s) beside ShardLab's bench_train_step, and writes `data/peers_shardlab.json`, "
-        "`data/peers_torch.json` and `data/peers.log`. Shape: %s. One BLAS / torch thread per rank; "
+        "FSDP2 (%s) beside ShardLab's bench_train_step, and writes "
+        "`data/peers_shardlab.json`, `data/peers_torch.json` and `data/peers.log`. Shape: %s. "
+        "One BLAS / torch thread per rank; "
         "AdamW (lr 1e-3, betas 0.9 / 0.95, eps 1e-8, no weight decay), fp32, no clipping. "
         "PyTorch runs one process per rank on gloo. Step time: the median over the timed steps "
         "of the slowest rank's step, tokens/s = N x B x T / that median, for every row; each "
@@ -562,7 +564,7 @@ def peers_section(rows, log, data_dir, out_dir):
         "its tensors hold). Every PyTorch run starts from the safetensors file ShardLab exported, "
         "reads the same batches and fails unless its first losses match a `shardlab train` run "
         "of the same strategy within 1e-4 (the last column).\n"
-        % (log.get("versions", "?"), "build/peers-venv", log.get("shape", "?")))
+        % (log.get("versions", "?"), log.get("shape", "?")))
     loads = "; ".join("%s %s / %s" % (s, log["load_before"].get(s, "?"),
                                       log["load_after"].get(s, "?"))
                       for s, _ in log["commands"] if not s.startswith(("setup", "check")))
