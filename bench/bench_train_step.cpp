@@ -177,7 +177,7 @@ struct Options {
 };
 
 // The integer value of a flag, at least `lowest`; anything else is an InvalidArgument naming it.
-int positive_flag(const char* flag, const std::string& v, int lowest) {
+int int_flag(const char* flag, const std::string& v, int lowest) {
   size_t used = 0;
   int x = 0;
   try {
@@ -206,13 +206,13 @@ Options parse_own_flags(int* argc, char** argv) {
     } else if (a.rfind("--mpi_steps=", 0) == 0) {
       g_mpi_steps = std::stoi(a.substr(12));
     } else if (a.rfind("--batch=", 0) == 0) {
-      g_batch = positive_flag("--batch", a.substr(8), 1);
+      g_batch = int_flag("--batch", a.substr(8), 1);
     } else if (a.rfind("--seq=", 0) == 0) {
-      g_seq = positive_flag("--seq", a.substr(6), 1);
+      g_seq = int_flag("--seq", a.substr(6), 1);
     } else if (a.rfind("--warmup=", 0) == 0) {
-      g_warmup = positive_flag("--warmup", a.substr(9), 0);
+      g_warmup = int_flag("--warmup", a.substr(9), 0);
     } else if (a.rfind("--steps=", 0) == 0) {
-      g_steps = positive_flag("--steps", a.substr(8), 1);
+      g_steps = int_flag("--steps", a.substr(8), 1);
     } else {
       argv[out++] = argv[i];
     }
