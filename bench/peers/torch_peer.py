@@ -264,8 +264,14 @@ def rank_main(rank, a, port):
         loader = Loader(read_token_file(a.data), a.batch, a.seq, rank, a.ranks, a.seed)
         vocab = shape["vocab_size"]
 
+        prof = None
+        if a.profile and rank == 0:
+            from torch.profiler import ProfilerActivity, profile
+            prof = profile(activities=[ProfilerActivity.CPU])
         losses, times, cpu = [], [], 0.0
         for s in range(a.warmup + a.steps):
+            if prof and s == a.warmup:
+                prof.start()
             xs, ys = loader.next()
             x, y = torch.tensor(xs, dtype=torch.long), torch.tensor(ys, dtype=torch.long)
             dist.barrier()
@@ -284,6 +290,11 @@ def rank_main(rank, a, port):
             if s >= a.warmup:
                 times.append(t.item())
                 cpu += dc
+        if prof:
+            prof.stop()
+            print("torch_peer: rank 0, %s, %d timed steps (times include the profiler's cost):\n%s"
+                  % (a.strategy, a.steps, prof.key_averages().table(
+                      sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=36)))
 
         worst = 0.0
         if a.check:
@@ -369,6 +380,8 @@ def parse_args(argv):
     p.add_argument("--check-steps", type=int, default=5)
     p.add_argument("--tol", type=float, default=1e-4)
     p.add_argument("--out", required=True, help="JSON file for the row")
+    p.add_argument("--profile", action="store_true",
+                   help="torch.profiler over rank 0's timed steps: print the top operators")
     a = p.parse_args(argv)
     for k in ("ranks", "batch", "seq", "steps"):
         if getattr(a, k) < 1:
