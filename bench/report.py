@@ -493,12 +493,13 @@ def peers_tables(rows):
     n = shape["ranks"] or 1
     tps = n * (shape["batch"] or 0) * (shape["seq"] or 0)
     head = ["system", "median step ms", "tokens/s", "CPU ms per step (all ranks)",
-            "peak RSS per rank MiB", "tracked peak per rank MiB", "first losses vs ShardLab"]
+            "peak RSS per rank MiB", "tracked peak per rank MiB", "comm share / exposed",
+            "first losses vs ShardLab"]
     out = []
     for (impl, st), b in sorted(peers.items()):
         out.append(["PyTorch %s, %s, gloo" % (PEER_NAMES.get(st, st), IMPL_NAMES.get(impl, impl)),
                     "%.1f" % b["step_ms_median"], "%.0f" % tokens_median(b, tps),
-                    "%.1f" % cpu_ms(b), mib(rss_per_rank("torch", b, n)), "-",
+                    "%.1f" % cpu_ms(b), mib(rss_per_rank("torch", b, n)), "-", "-",
                     "%d steps, max diff %.1e" % (b.get("loss_checked_steps", 0),
                                                  b.get("loss_max_diff", 0))])
     for (backend, st), b in sorted(sl.items()):
@@ -507,7 +508,9 @@ def peers_tables(rows):
                     "%.1f" % cpu_ms(b) if backend == "local" else "-",
                     mib(rss_per_rank(backend, b, n)) + (" (process / %d)" % n
                                                         if backend == "local" else ""),
-                    mib(b["peak"]), "-"])
+                    mib(b["peak"]),
+                    "%.0f%% / %.0f%%" % (100 * b.get("comm_share", 0),
+                                         100 * b.get("exposed_share", 0)), "-"])
     md = [table(head, out)]
 
     # Against the stronger peer of each strategy: the faster one for speed, the smaller for RSS.
@@ -561,7 +564,8 @@ def peers_section(rows, log, data_dir, out_dir):
         "cell is the median of the repetitions. Peak RSS: VmHWM of /proc/self/status, the "
         "largest over a run's processes; ShardLab's local ranks are threads of one process, so "
         "its figure is the process's divided by N. Tracked peak: ShardLab's memory tracker (what "
-        "its tensors hold). Every PyTorch run starts from the safetensors file ShardLab exported, "
+        "its tensors hold). Comm share / exposed: ShardLab's time with a collective in flight and "
+        "the part of it not under compute, as shares of the step. Every PyTorch run starts from the safetensors file ShardLab exported, "
         "reads the same batches and fails unless its first losses match a `shardlab train` run "
         "of the same strategy within 1e-4 (the last column).\n"
         % (log.get("versions", "?"), log.get("shape", "?")))
