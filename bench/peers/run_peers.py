@@ -50,6 +50,8 @@ def parse_args(argv):
     p.add_argument("--check-steps", type=int, default=5, help="first losses compared")
     p.add_argument("--impls", default="plain,hf",
                    help="PyTorch models: plain (GPT-2 in plain torch), hf (transformers)")
+    p.add_argument("--adamw", default="default", choices=["default", "foreach", "fused"],
+                   help="PyTorch's AdamW implementation (torch_peer.py --adamw)")
     p.add_argument("--no-mpi", action="store_true", help="skip ShardLab's MPI rows")
     p.add_argument("--no-report", action="store_true", help="only run and write the JSON")
     a = p.parse_args(argv)
@@ -245,7 +247,7 @@ def main():
                      tokens, "--strategy", peer, "--impl", impl, "--preset", a.preset,
                      "--ranks", str(a.ranks), "--batch", str(a.batch), "--seq", str(a.seq),
                      "--warmup", str(a.warmup), "--steps", str(a.steps), "--check", checks[s],
-                     "--check-steps", str(a.check_steps), "--out", out],
+                     "--check-steps", str(a.check_steps), "--adamw", a.adamw, "--out", out],
                     log, "torch_%s_%s_%d" % (impl, peer, rep))
                 torch_files.append((rep, out))
 

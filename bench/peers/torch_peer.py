@@ -259,8 +259,9 @@ def rank_main(rank, a, port):
                 fully_shard(block, mesh=mesh)
             fully_shard(model, mesh=mesh)
             net = model
+        kind = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}[a.adamw]
         opt = torch.optim.AdamW(net.parameters(), lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps,
-                                weight_decay=a.weight_decay)
+                                weight_decay=a.weight_decay, **kind)
         loader = Loader(read_token_file(a.data), a.batch, a.seq, rank, a.ranks, a.seed)
         vocab = shape["vocab_size"]
 
@@ -374,6 +375,9 @@ def parse_args(argv):
     p.add_argument("--beta2", type=float, default=0.95)
     p.add_argument("--eps", type=float, default=1e-8)
     p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--adamw", default="default", choices=["default", "foreach", "fused"],
+                   help="torch.optim.AdamW's implementation (default: its choice, on CPU the "
+                        "per-parameter loop)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     p.add_argument("--steps", type=int, default=20, help="timed steps")
     p.add_argument("--check", help="ShardLab run directory whose losses the first steps must match")
