@@ -15,6 +15,7 @@ help:
 	@echo "make cuda     configure and build the CUDA + NCCL configuration in build-cuda/"
 	@echo "make cuda-test  build it and run its GPU tests (each skips with a message without a GPU)"
 	@echo "make bench    run the benchmark suites and write docs/bench/ (make bench-quick: under a minute)"
+	@echo "make bench-peers  PyTorch DDP / FSDP2 beside ShardLab at the same shapes -> docs/bench/ (downloads PyTorch)"
 	@echo "make lesson N=1  build and run a lesson (docs/lessons/)"
 	@echo "make test-asan  build-asan/: AddressSanitizer + UBSan (+ LeakSanitizer), every test"
 	@echo "make test-tsan  build-tsan/: ThreadSanitizer, every test"
@@ -74,6 +75,17 @@ bench: build
 	bash bench/run_bench.sh default $(BUILD)/bin docs/bench
 bench-quick: build
 	bash bench/run_bench.sh quick $(BUILD)/bin $(BUILD)/bench-quick
+
+# make bench-peers  PyTorch DDP and FSDP2 (gloo, one process per rank) beside ShardLab local and MPI
+#                   at small, N = 2, 4 x 128 tokens per rank, 3 repetitions -> docs/bench/ (about
+#                   5 min). Not part of `make test`: the first run installs PyTorch from PyPI into
+#                   $(BUILD)/peers-venv (about 6 GB), later runs reuse it. PEERS_ARGS="--help" lists
+#                   the options (shapes, steps, repetitions).
+PEERS_ARGS ?=
+.PHONY: bench-peers
+bench-peers: build
+	/usr/bin/python3 bench/peers/run_peers.py --bin $(BUILD)/bin --out docs/bench \
+	  --work $(BUILD)/peers --venv $(BUILD)/peers-venv $(PEERS_ARGS)
 
 # ---- lessons (lessons/, docs/lessons/; this block belongs to the lessons) ------------------------
 # make lesson N=3 [ARGS="--ranks 8"]   build and run lesson 3

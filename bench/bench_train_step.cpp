@@ -10,6 +10,7 @@
 // Counters (bytes as kIs1024 counters, so the console shows Ki/Mi):
 //   tokens/s       all ranks' tokens per second of step time
 //   step_ms        mean step time
+//   step_ms_median median step time (the timed steps, after --warmup untimed ones)
 //   peak           per-rank peak bytes (the largest over ranks); peak_<category> the categories
 //                  at that moment (they sum to peak)
 //   persistent     params + grads + optimizer state per rank (largest over ranks)
@@ -20,6 +21,8 @@
 //   comm_share     time in collectives / step time (mean over ranks)
 //   exposed_share  collective time not hidden behind this rank's compute / step time
 //   params         Psi
+//   rss_peak       peak resident memory of the process during the row (VmHWM; under MPI the
+//                  largest over processes, each one rank; locally all N ranks' threads together)
 // hybrid_shard uses groups of G = 2 ranks (G = 1 at one rank): the "group" argument.
 //
 //   build/bin/bench_train_step                                     (tiny and small, 1..8 ranks)
@@ -27,10 +30,14 @@
 //   build/bin/bench_train_step --presets=medium --benchmark_filter=full_shard
 //   build/bin/bench_train_step --trace=0      (no span recording: the recorder's cost, measured)
 //   mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/bench_train_step --mpi_steps=10
+//   build/bin/bench_train_step --presets=small --ranks=2 --batch=4 --seq=128 --warmup=2 --steps=20
+//                                       (bench/peers/: the shapes PyTorch runs beside it)
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -54,6 +61,10 @@ int g_mpi_rank = 0;
 int g_mpi_size = 0;  // 0: not under mpirun
 int g_mpi_steps = 10;
 bool g_trace = true;  // --trace=0: no spans recorded (and no comm_share / exposed_share counters)
+int g_batch = 0;      // --batch: per-rank micro-batch for every preset (0: the preset's own)
+int g_seq = 0;        // --seq: T for every preset (0: the preset's own)
+int g_warmup = 1;     // --warmup: untimed steps before the timed ones
+int g_steps = 0;      // --steps: timed steps per row on the local backend (0: Google Benchmark's)
 
 // Per-rank micro-batch of each preset: enough tokens that the GEMMs dominate, few enough that
 // eight ranks on two cores still take a step in well under a second.
@@ -63,6 +74,9 @@ struct PresetRun {
   int seq_len;
 };
 constexpr PresetRun kPresetRuns[] = {{"tiny", 4, 64}, {"small", 2, 64}, {"medium", 1, 64}};
+
+// The presets of this run with --batch / --seq applied; a deque, so registered pointers stay put.
+std::deque<PresetRun> g_runs;
 
 const PresetRun& preset_run(const std::string& name) {
   for (const PresetRun& p : kPresetRuns)
@@ -76,6 +90,13 @@ int hybrid_group_for(int ranks) { return ranks >= 2 ? 2 : 1; }
 void set_bytes(benchmark::State& state, const char* name, double bytes) {
   state.counters[name] =
       benchmark::Counter(bytes, benchmark::Counter::kDefaults, benchmark::Counter::OneK::kIs1024);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
 void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* preset, bool mpi) {
@@ -98,15 +119,18 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
   }
   run.ranks = ranks;
   run.trace = g_trace;
+  run.warmup = g_warmup;
 
   TrainReport rep;
   double seconds = 0;
+  std::vector<double> times;
   try {
     LockstepTrainer trainer(run);
     for (auto _ : state) {
       const double s = trainer.step();
       state.SetIterationTime(s);
       seconds += s;
+      times.push_back(s);
     }
     rep = trainer.finish();
   } catch (const std::exception& e) {
@@ -117,6 +141,7 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
   const double tokens_per_step = static_cast<double>(ranks) * run.batch * run.seq_len;
   state.counters["tokens/s"] = seconds > 0 ? tokens_per_step * steps / seconds : 0.0;
   state.counters["step_ms"] = steps > 0 ? 1e3 * seconds / steps : 0.0;
+  state.counters["step_ms_median"] = 1e3 * median(times);
   set_bytes(state, "peak", static_cast<double>(rep.peak));
   for (int c = 0; c < kNumMemCategories; ++c)
     set_bytes(state,
@@ -135,6 +160,7 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
     state.counters["exposed_share"] = rep.exposed_share;
   }
   state.counters["params"] = static_cast<double>(rep.params);
+  set_bytes(state, "rss_peak", static_cast<double>(rep.rss_peak));
 }
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -149,6 +175,20 @@ struct Options {
   std::vector<std::string> presets{"tiny", "small"};
   std::vector<int> ranks{1, 2, 4, 8};
 };
+
+// The integer value of a flag, at least `lowest`; anything else is an InvalidArgument naming it.
+int int_flag(const char* flag, const std::string& v, int lowest) {
+  size_t used = 0;
+  int x = 0;
+  try {
+    x = std::stoi(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != v.size() || x < lowest)
+    SL_THROW(InvalidArgument, flag, "=", v, ": expected an integer >= ", lowest);
+  return x;
+}
 
 // Takes this program's own flags out of argv (Google Benchmark rejects unknown ones).
 Options parse_own_flags(int* argc, char** argv) {
@@ -165,6 +205,14 @@ Options parse_own_flags(int* argc, char** argv) {
       g_trace = a.substr(8) != "0";
     } else if (a.rfind("--mpi_steps=", 0) == 0) {
       g_mpi_steps = std::stoi(a.substr(12));
+    } else if (a.rfind("--batch=", 0) == 0) {
+      g_batch = int_flag("--batch", a.substr(8), 1);
+    } else if (a.rfind("--seq=", 0) == 0) {
+      g_seq = int_flag("--seq", a.substr(6), 1);
+    } else if (a.rfind("--warmup=", 0) == 0) {
+      g_warmup = int_flag("--warmup", a.substr(9), 0);
+    } else if (a.rfind("--steps=", 0) == 0) {
+      g_steps = int_flag("--steps", a.substr(8), 1);
     } else {
       argv[out++] = argv[i];
     }
@@ -177,7 +225,9 @@ void register_all(const Options& o) {
   const Strategy strategies[] = {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op,
                                  Strategy::full_shard, Strategy::hybrid_shard};
   for (const std::string& name : o.presets) {
-    const PresetRun& p = preset_run(name);
+    PresetRun& p = g_runs.emplace_back(preset_run(name));
+    if (g_batch > 0) p.batch = g_batch;
+    if (g_seq > 0) p.seq_len = g_seq;
     for (Strategy s : strategies) {
       // Prefetch changes nothing for strategies that keep full parameters: register it once.
       std::vector<int> prefetch =
@@ -195,6 +245,7 @@ void register_all(const Options& o) {
       b->UseManualTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
       // Every MPI process must run the same number of steps: no adaptive iteration count.
       if (mpi) b->Iterations(g_mpi_steps);
+      if (!mpi && g_steps > 0) b->Iterations(g_steps);
     }
   }
 }
@@ -238,13 +289,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_train_step: %s\n", e.what());
     return 2;
   }
-  initialize(&nargs, args.data(), "bench_train_step",
-             "one optimizer step of every rank in lockstep, per strategy x ranks x preset x "
-             "prefetch (docs/bench/README.md)",
-             {{"--presets=tiny,small", "model presets to run: tiny, small, medium"},
-              {"--ranks=1,2,4,8", "local ranks per row (under mpirun: the process count)"},
-              {"--trace=1", "0: record no spans (no comm_share / exposed_share counters)"},
-              {"--mpi_steps=10", "steps per row under mpirun (the same in every process)"}});
+  initialize(
+      &nargs, args.data(), "bench_train_step",
+      "one optimizer step of every rank in lockstep, per strategy x ranks x preset x "
+      "prefetch (docs/bench/README.md)",
+      {{"--presets=tiny,small", "model presets to run: tiny, small, medium"},
+       {"--ranks=1,2,4,8", "local ranks per row (under mpirun: the process count)"},
+       {"--trace=1", "0: record no spans (no comm_share / exposed_share counters)"},
+       {"--mpi_steps=10", "steps per row under mpirun (the same in every process)"},
+       {"--batch=0", "per-rank micro-batch B for every preset (0: tiny 4, small 2, medium 1)"},
+       {"--seq=0", "sequence length T for every preset (0: 64)"},
+       {"--warmup=1", "untimed steps before the timed ones, per row"},
+       {"--steps=0", "timed steps per local row (0: as many as --benchmark_min_time asks)"}});
   if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 2;
   if (g_mpi_rank == 0) {
     benchmark::RunSpecifiedBenchmarks();

@@ -4,8 +4,9 @@
     /usr/bin/python3 bench/report.py DATA_DIR OUT_DIR
 
 DATA_DIR holds train_step*.json, collectives*.json and capacity*.json (any may be missing) and the
-run.log that bench/run_bench.sh writes (machine, load average, exact commands). OUT_DIR gets
-report.md and the plots. Needs matplotlib (Debian's python3-matplotlib, hence /usr/bin/python3).
+run.log that bench/run_bench.sh writes (machine, load average, exact commands), and, after
+`make bench-peers`, peers_*.json and peers.log (bench/peers/run_peers.py). OUT_DIR gets report.md
+and the plots. Needs matplotlib (Debian's python3-matplotlib, hence /usr/bin/python3).
 """
 import json
 import os
@@ -473,6 +474,138 @@ def capacity_section(rows, out_dir):
     return "\n".join(md), table(head, trows)
 
 
+# ---- PyTorch beside ShardLab (bench/peers/) -----------------------------------------------------
+
+PEER_NAMES = {"ddp": "DDP", "fsdp2": "FSDP2 (fully_shard per block + root)"}
+IMPL_NAMES = {"torch_plain": "plain GPT-2", "torch_hf": "transformers GPT2LMHeadModel"}
+# The targets of issue 19: ShardLab's tokens/s at least these multiples of the peer's, its peak
+# RSS per rank at most RSS_TARGET of theirs.
+SPEED_TARGETS = {"ddp": 1.25, "fsdp2": 2.0}
+RSS_TARGET = 0.25
+
+
+def peers_index(rows):
+    """({(backend, strategy): row} of ShardLab, {(impl, strategy): row} of PyTorch, shape args)."""
+    sl, peers, shape = {}, {}, {}
+    for r in rows:
+        f, a = r["fixed"], r["args"]
+        if len(f) >= 4 and f[0] == "train_step":
+            sl[(f[1], f[2])] = r["b"]
+        elif len(f) >= 4 and f[0] == "peer":
+            peers[(f[1], f[2])] = r["b"]
+        else:
+            continue
+        shape = shape or {"preset": f[3], "ranks": a.get("ranks"), "batch": a.get("batch"),
+                          "seq": a.get("seq")}
+    return sl, peers, shape
+
+
+def rss_per_rank(backend, b, n):
+    """VmHWM per rank: a local process holds all N ranks (threads); MPI and PyTorch processes
+    hold one each."""
+    return b.get("rss_peak", 0.0) / (n if backend == "local" else 1)
+
+
+def tokens_median(b, tokens_per_step):
+    return tokens_per_step / (b["step_ms_median"] / 1e3) if b.get("step_ms_median") else 0.0
+
+
+def peers_tables(rows):
+    """(the section's markdown, a one-line headline), or ("", "") without peer rows."""
+    sl, peers, shape = peers_index(rows)
+    if not sl or not peers:
+        return "", ""
+    n = shape["ranks"] or 1
+    tps = n * (shape["batch"] or 0) * (shape["seq"] or 0)
+    head = ["system", "median step ms", "tokens/s", "CPU ms per step (all ranks)",
+            "peak RSS per rank MiB", "tracked peak per rank MiB", "comm share / exposed",
+            "first losses vs ShardLab"]
+    out = []
+    for (impl, st), b in sorted(peers.items()):
+        out.append(["PyTorch %s, %s, gloo" % (PEER_NAMES.get(st, st), IMPL_NAMES.get(impl, impl)),
+                    "%.1f" % b["step_ms_median"], "%.0f" % tokens_median(b, tps),
+                    "%.1f" % cpu_ms(b), mib(rss_per_rank("torch", b, n)), "-", "-",
+                    "%d steps, max diff %.1e" % (b.get("loss_checked_steps", 0),
+                                                 b.get("loss_max_diff", 0))])
+    for (backend, st), b in sorted(sl.items()):
+        out.append(["ShardLab %s, %s" % (backend, st), "%.1f" % b["step_ms_median"],
+                    "%.0f" % tokens_median(b, tps),
+                    "%.1f" % cpu_ms(b) if backend == "local" else "-",
+                    mib(rss_per_rank(backend, b, n)) + (" (process / %d)" % n
+                                                        if backend == "local" else ""),
+                    mib(b["peak"]),
+                    "%.0f%% / %.0f%%" % (100 * b.get("comm_share", 0),
+                                         100 * b.get("exposed_share", 0)), "-"])
+    md = [table(head, out)]
+
+    # Against the stronger peer of each strategy: the faster one for speed, the smaller for RSS.
+    best_speed, best_rss = {}, {}
+    for (impl, st), b in peers.items():
+        if st not in best_speed or b["step_ms_median"] < best_speed[st][1]["step_ms_median"]:
+            best_speed[st] = (impl, b)
+        if st not in best_rss or b["rss_peak"] < best_rss[st][1]["rss_peak"]:
+            best_rss[st] = (impl, b)
+    strategies = [st for st in ("ddp", "fsdp2") if st in best_speed]
+    rhead = ["ShardLab"]
+    for st in strategies:
+        rhead.append("tokens/s / %s's (target >= %.2f)" % (st.upper(), SPEED_TARGETS[st]))
+    for st in strategies:
+        rhead.append("RSS / %s's (target <= %.2f)" % (st.upper(), RSS_TARGET))
+    rrows, headline = [], []
+    for (backend, st), b in sorted(sl.items()):
+        cells = ["%s %s" % (backend, st)]
+        for p in strategies:
+            r = tokens_median(b, tps) / tokens_median(best_speed[p][1], tps)
+            cells.append("%.2f %s" % (r, "met" if r >= SPEED_TARGETS[p] else "NOT met"))
+        for p in strategies:
+            r = rss_per_rank(backend, b, n) / rss_per_rank("torch", best_rss[p][1], n)
+            cells.append("%.2f %s" % (r, "met" if r <= RSS_TARGET else "NOT met"))
+        rrows.append(cells)
+        if (backend, st) in (("local", "full_shard"), ("mpi", "full_shard")):
+            headline.append("%s full_shard %s" % (backend, ", ".join(cells[1:])))
+    which = "; ".join("%s: speed against %s, RSS against %s" % (
+        st.upper(), IMPL_NAMES.get(best_speed[st][0]), IMPL_NAMES.get(best_rss[st][0]))
+        for st in strategies)
+    md.append("Ratios against the stronger PyTorch model of each strategy (%s):\n" % which)
+    md.append(table(rhead, rrows))
+    hl = ("**PyTorch beside ShardLab** (%s, N = %d, %d x %d tokens per rank; ShardLab / PyTorch, "
+          "targets: >= 1.25x DDP and >= 2x FSDP2 tokens/s, <= 0.25x their RSS per rank):\n\n"
+          % (shape["preset"], n, shape["batch"], shape["seq"]) + table(rhead, rrows))
+    return "\n".join(md), hl
+
+
+def peers_section(rows, log, data_dir, out_dir):
+    md, hl = peers_tables(rows)
+    if not md:
+        return "", ""
+    intro = (
+        "`make bench-peers` (bench/peers/run_peers.py) trains the same GPT with PyTorch DDP and "
+        "FSDP2 (%s) beside ShardLab's bench_train_step, and writes "
+        "`data/peers_shardlab.json`, `data/peers_torch.json` and `data/peers.log`. Shape: %s. "
+        "One BLAS / torch thread per rank; "
+        "AdamW (lr 1e-3, betas 0.9 / 0.95, eps 1e-8, no weight decay), fp32, no clipping. "
+        "PyTorch runs one process per rank on gloo. Step time: the median over the timed steps "
+        "of the slowest rank's step, tokens/s = N x B x T / that median, for every row; each "
+        "cell is the median of the repetitions. Peak RSS: VmHWM of /proc/self/status, the "
+        "largest over a run's processes; ShardLab's local ranks are threads of one process, so "
+        "its figure is the process's divided by N. Tracked peak: ShardLab's memory tracker (what "
+        "its tensors hold). Comm share / exposed: ShardLab's time with a collective in flight and "
+        "the part of it not under compute, as shares of the step. Every PyTorch run starts from the safetensors file ShardLab exported, "
+        "reads the same batches and fails unless its first losses match a `shardlab train` run "
+        "of the same strategy within 1e-4 (the last column).\n"
+        % (log.get("versions", "?"), log.get("shape", "?")))
+    loads = "; ".join("%s %s / %s" % (s, log["load_before"].get(s, "?"),
+                                      log["load_after"].get(s, "?"))
+                      for s, _ in log["commands"] if not s.startswith(("setup", "check")))
+    run = ("- Date (UTC): %s; commit %s; %s, %s cores\n" % (
+        log.get("date", "?"), log.get("git", "?"), log.get("machine_cpu", "?"),
+        log.get("machine_cores", "?")) +
+        "- Load average (1, 5, 15 min) before / after each run: %s\n" % loads +
+        "- Commands, in order:\n\n```\n" + "\n".join(c for _, c in log["commands"]) +
+        "\n/usr/bin/python3 bench/report.py %s %s\n```\n" % (data_dir, out_dir))
+    return "\n".join([intro, run, md]), hl
+
+
 # ---- the report --------------------------------------------------------------------------------
 
 def main():
@@ -485,7 +618,8 @@ def main():
     train_rows, train_err, train_ctx = load_rows(data_dir, "train_step")
     coll_rows, coll_err, _ = load_rows(data_dir, "collectives")
     cap_rows, cap_err, _ = load_rows(data_dir, "capacity")
-    if not (train_rows or coll_rows or cap_rows):
+    peer_rows, peer_err, _ = load_rows(data_dir, "peers")
+    if not (train_rows or coll_rows or cap_rows or peer_rows):
         print("report.py: no benchmark results in %s" % data_dir, file=sys.stderr)
         return 1
 
@@ -495,6 +629,8 @@ def main():
     mem_md = memory_at(idx, 4, out_dir)
     coll_md, coll_hl = collectives_section(coll_rows, out_dir)
     cap_md, cap_hl = capacity_section(cap_rows, out_dir)
+    peers_md, peers_hl = peers_section(
+        peer_rows, load_log(os.path.join(data_dir, "peers.log")), data_dir, out_dir)
 
     mem_kib = log.get("machine_mem_kib", "")
     mem_txt = "%.1f GiB" % (int(mem_kib) / 1024.0 / 1024.0) if mem_kib.isdigit() else "unknown"
@@ -527,6 +663,8 @@ def main():
         md.append("**Local-backend busbw at 64 MiB** against memcpy:\n\n" + coll_hl)
     if cap_hl:
         md.append("**Capacity** (deepest model that trains under the per-rank limit):\n\n" + cap_hl)
+    if peers_hl:
+        md.append(peers_hl)
 
     if train_md:
         md.append("## Training step\n\nWeak scaling: each rank trains its own B x T tokens per "
@@ -537,7 +675,9 @@ def main():
         md.append("## Collectives\n\n" + coll_md)
     if cap_md:
         md.append("## Capacity\n\n" + cap_md)
-    errors = train_err + coll_err + cap_err
+    if peers_md:
+        md.append("## PyTorch beside ShardLab\n\n" + peers_md)
+    errors = train_err + coll_err + cap_err + peer_err
     if errors:
         md.append("## Skipped or failed benchmarks\n\n" + table(
             ["benchmark", "message"], [[n, m.replace("|", "/")] for n, m in errors]))

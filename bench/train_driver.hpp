@@ -9,12 +9,18 @@
 // spans (no memory events) into an in-memory Recorder, and the comm time not covered by the rank's
 // compute spans is "exposed" (the definition of core/trace/summary.hpp). Only the timed steps
 // count.
+//
+// Peak RSS: the constructor resets the process's high-water mark (/proc/self/clear_refs), and each
+// rank reads VmHWM from /proc/self/status after its last step: the resident peak of this process
+// during the run. Ranks that are threads share one process and read the same value; MPI
+// processes each read their own, and finish() reports the largest.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -40,6 +46,7 @@ struct TrainRun {
   int ranks = 1;                  // local; under mpi the world size comes from mpirun
   int batch = 1;                  // B sequences per rank per step
   int seq_len = 64;               // T
+  int warmup = 1;                 // untimed steps before the first step() (first touch, pools)
   int64_t mem_limit = 0;          // per-rank tracker capacity, 0 = unlimited
   bool trace = true;              // record spans for the exposed-communication share
 };
@@ -58,9 +65,32 @@ struct TrainReport {
   double exposed_of_comm = 0;       // exposed comm / comm time (summary.json's fraction), mean
   double exposed_ms_per_step = 0;   // exposed comm time per timed step, mean over ranks
   double collectives_per_step = 0;  // comm spans (collective calls) per timed step, max over ranks
-  MemArray peak_of{};  // each category's own peak, max over ranks (peak_of[params_unsharded]: the
-                       // most gathered parameters ever held at once)
+  MemArray peak_of{};    // each category's own peak, max over ranks (peak_of[params_unsharded]: the
+                         // most gathered parameters ever held at once)
+  int64_t rss_peak = 0;  // max over processes of VmHWM during the run (0: unknown)
 };
+
+// The process's resident-set high-water mark in bytes (VmHWM of /proc/self/status), 0 where the
+// file or the line is missing (not Linux).
+inline int64_t process_rss_peak_bytes() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("VmHWM:", 0) != 0) continue;
+    std::istringstream in(line.substr(6));
+    int64_t kib = 0;
+    in >> kib;
+    return kib * 1024;
+  }
+  return 0;
+}
+
+// Sets the high-water mark back to the current resident size ("5" to /proc/self/clear_refs,
+// Linux 4.0+), so VmHWM afterwards is the peak of what follows. Returns false where that fails.
+inline bool reset_process_rss_peak() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5" << std::flush;
+  return static_cast<bool>(f);
+}
 
 // Fixed tokens for one rank (the same every step: the benchmark measures speed, not learning).
 inline std::vector<int> bench_tokens(const GPTConfig& m, int rank, int64_t n, uint32_t salt) {
@@ -77,6 +107,7 @@ class LockstepTrainer {
     opts_.ranks = run.backend == "local" ? run.ranks : 1;
     opts_.mem_limit = run.mem_limit;
     local_ranks_ = run.backend == "local" ? run.ranks : 1;
+    rss_reset_ = reset_process_rss_peak();
     thread_ = std::thread([this] {
       try {
         launch(opts_, [this](RankContext& ctx) { rank_main(ctx); });
@@ -148,6 +179,7 @@ class LockstepTrainer {
     kCommNs,
     kExposedNs,
     kCollectives,
+    kRss,
     kPeakOf0,
     kNumFields = kPeakOf0 + kNumMemCategories
   };
@@ -189,7 +221,8 @@ class LockstepTrainer {
     const std::vector<const int*> tok{tokens.data()}, tgt{targets.data()};
 
     Engine eng(*ctx.device, *ctx.comm, rec.get(), r.model, r.engine);
-    StepStats last = eng.step(tok, tgt, r.batch, r.seq_len);  // warm-up: first touch, pools
+    StepStats last;
+    for (int w = 0; w < r.warmup; ++w) last = eng.step(tok, tgt, r.batch, r.seq_len);
     const int64_t t_timed = trace_now_ns();
     int64_t step_ns = 0;
     int steps = 0;
@@ -247,6 +280,7 @@ class LockstepTrainer {
     mine[kExposedNs] = static_cast<float>(exposed_ns);
     mine[kCollectives] =
         steps > 0 ? static_cast<float>(collectives) / static_cast<float>(steps) : 0;
+    mine[kRss] = rss_reset_ ? kib(process_rss_peak_bytes()) : 0.0f;
     const MemArray peaks = ctx.tracker->peak_all();
     for (int c = 0; c < kNumMemCategories; ++c) mine[kPeakOf0 + c] = kib(peaks[c]);
 
@@ -265,6 +299,7 @@ class LockstepTrainer {
       if (f[kPeak] > all[static_cast<size_t>(top) * kNumFields + kPeak]) top = q;
       rep.persistent = std::max(rep.persistent, bytes(f[kPersistent]));
       rep.comm_bytes_per_step = std::max(rep.comm_bytes_per_step, bytes(f[kComm]));
+      rep.rss_peak = std::max(rep.rss_peak, bytes(f[kRss]));
       if (f[kStepNs] > 0) {
         rep.comm_share += f[kCommNs] / f[kStepNs] / N;
         rep.exposed_share += f[kExposedNs] / f[kStepNs] / N;
@@ -291,6 +326,7 @@ class LockstepTrainer {
   TrainRun run_;
   LaunchOptions opts_;
   int local_ranks_ = 1;
+  bool rss_reset_ = false;  // VmHWM was reset at the start: rss_peak is this run's
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
