@@ -88,7 +88,9 @@ def load_avg():
 def run(cmd, log=None, tag=None, env=None):
     """Runs cmd (a list), echoing it; with a log, records the command and the load around it.
     A failure ends this script with the command's status."""
-    line = " ".join(shlex.quote(c) for c in cmd)
+    # Paths inside the checkout are written relative to it (the commands run from its root).
+    line = " ".join(shlex.quote(os.path.relpath(c, ROOT) if c.startswith(ROOT + os.sep) else c)
+                    for c in cmd)
     print("== " + line, flush=True)
     if log:
         log.line("load_before", "%s %s" % (tag, load_avg()))
