@@ -25,7 +25,9 @@ const EngineOptionHelp kPlanEngineHelp = {"Options",
                                           "micro-batches per step",
                                           "activation checkpointing",
                                           "per-rank capacity, e.g. 16GiB (exit 2 if none fits)",
-                                          "FSDP units: block | whole | layer | blocks:K | size:N"};
+                                          "FSDP units: block | whole | layer | blocks:K | size:N",
+                                          "none | optim: optimizer state in host memory",
+                                          "per-rank host memory capacity (--offload; 0 = none)"};
 
 }  // namespace
 

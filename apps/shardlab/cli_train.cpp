@@ -45,7 +45,11 @@ const EngineOptionHelp kTrainEngineHelp = {
     "per-rank memory capacity, e.g. 512MiB (0 = none): over it, out of memory",
     "FSDP units (gathered and freed together): block (root + one per block) | whole (one unit) | "
     "layer (each block's attention and MLP apart) | blocks:K (K blocks a unit) | size:N (PyTorch's "
-    "size_based_auto_wrap_policy, min_num_params N); docs/fsdp.md"};
+    "size_based_auto_wrap_policy, min_num_params N); docs/fsdp.md",
+    "none | optim: the optimizer state (m, v, fp32 master) and the optimizer step in host memory; "
+    "the gradient shard is copied down and the updated parameters up each step (cpu device; "
+    "docs/fsdp.md, CPU offload)",
+    "per-rank host memory capacity with --offload, e.g. 1GiB (0 = none): over it, out of memory"};
 
 // Each section names its help group once: the options after it join that group.
 void add_train_options(CLI::App* cmd, TrainConfig& c, TrainStrings& s) {
