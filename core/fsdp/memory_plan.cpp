@@ -113,6 +113,10 @@ MemoryPlan plan_memory(const PlanInput& in) {
   plan.padding_bytes = plan.persistent_total() - static_cast<int64_t>(exact + 0.5);
   // --offload: the optimizer state (optim), and the parameter and gradient shards (params) move
   // to the host tier. What each step holds there on top is the schedule's (plan_schedule.cpp).
+  if (e.offload == Offload::params)
+    SL_CHECK(!keeps_full_params(e.strategy) && plan.group > 1, "plan: --offload params needs ",
+             "sharded parameters in a group of 2 or more ranks (", strategy_name(e.strategy),
+             ", group ", plan.group, "), as the engine does");
   if (e.offload != Offload::none) {
     std::swap(at(plan.host_persistent, MemCategory::optimizer_state),
               at(plan.persistent, MemCategory::optimizer_state));
