@@ -280,3 +280,52 @@ TEST(FsdpOffload, RefusesWhatItDoesNotDo) {
     EXPECT_NE(std::string(e.what()).find("shard group of 2"), std::string::npos) << e.what();
   }
 }
+
+TEST(FsdpOffload, ShardsMoveBetweenOffloadAndNoOffload) {
+  // get_shard / set_shard (what checkpoints use) read and write the host tier: shards taken from
+  // an offloaded engine after 3 steps and put into one without offload give it the same
+  // parameters, and the next step's result is the same too.
+  const GPTConfig model = tiny_model();
+  for (Offload o : {Offload::optim, Offload::params})
+    for (DType pd : {DType::f32, DType::bf16}) {
+      EngineConfig off = test_config(Strategy::full_shard);
+      off.param_dtype = off.reduce_dtype = pd;
+      off.offload = o;
+      EngineConfig plain = off;
+      plain.offload = Offload::none;
+      std::vector<std::vector<float>> after_a, after_b, moved_a, moved_b;
+      std::mutex mu;
+      LaunchOptions lo;
+      lo.ranks = 2;
+      launch(lo, [&](RankContext& ctx) {
+        Engine a(*ctx.device, *ctx.comm, ctx.recorder, model, off);
+        Engine b(*ctx.device, *ctx.comm, ctx.recorder, model, plain);
+        auto step = [&](Engine& e, int s) {
+          GlobalBatch gb = make_batch(model, 2 * 4, 16, s);
+          const int64_t row = static_cast<int64_t>(ctx.rank) * 4 * 16;
+          e.step({gb.tokens.data() + row}, {gb.targets.data() + row}, 4, 16);
+        };
+        for (int s = 0; s < 3; ++s) step(a, s);
+        for (int u = 0; u < a.num_units(); ++u) b.set_shard(u, a.get_shard(u));
+        b.set_steps_done(a.steps_done());
+        std::vector<std::vector<float>> ma, mb, pa, pb;
+        for (int u = 0; u < a.num_units(); ++u) {
+          ma.push_back(a.gather_unit_params(u));
+          mb.push_back(b.gather_unit_params(u));
+        }
+        step(a, 3);
+        step(b, 3);
+        for (int u = 0; u < a.num_units(); ++u) {
+          pa.push_back(a.gather_unit_params(u));
+          pb.push_back(b.gather_unit_params(u));
+        }
+        std::lock_guard<std::mutex> lk(mu);
+        if (ctx.rank == 0) {
+          moved_a = ma, moved_b = mb, after_a = pa, after_b = pb;
+        }
+      });
+      const std::string w = detail::concat(offload_name(o), " ", dtype_name(pd));
+      EXPECT_EQ(moved_a, moved_b) << w;
+      EXPECT_EQ(after_a, after_b) << w;
+    }
+}
