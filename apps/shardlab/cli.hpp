@@ -52,16 +52,20 @@ struct EngineOptionHelp {
   std::string group;  // the help's section ("Options": CLI11's default)
   std::string hybrid_group, prefetch, param_dtype, reduce_dtype, accum, act_ckpt, mem_limit;
   std::string wrap;
+  std::string offload, host_mem_limit;
 };
 // The string-valued options, parsed after CLI11 is done so their errors read like every other one.
 struct EngineOptionStrings {
   std::string param_dtype = "f32";
   std::string reduce_dtype = "f32";
   std::string mem_limit = "0";
+  std::string offload = "none";
+  std::string host_mem_limit = "0";
 };
 void add_engine_options(CLI::App* cmd, EngineConfig& engine, int& accum, EngineOptionStrings& s,
                         const EngineOptionHelp& help);
-// The strings into `engine` and `mem_limit` (bytes); throws InvalidArgument naming the option.
+// The strings into `engine` (dtypes, --offload, --host-mem-limit) and `mem_limit` (bytes); throws
+// InvalidArgument naming the option.
 void apply_engine_options(const EngineOptionStrings& s, EngineConfig& engine, int64_t& mem_limit);
 
 // ---- the options of `train`, which `simulate` shares (cli_train.cpp) ----------------------------

@@ -17,12 +17,16 @@ void add_engine_options(CLI::App* cmd, EngineConfig& engine, int& accum, EngineO
   cmd->add_option("--accum", accum, help.accum)->group(help.group);
   cmd->add_flag("--act-ckpt", engine.act_ckpt, help.act_ckpt)->group(help.group);
   cmd->add_option("--mem-limit", s.mem_limit, help.mem_limit)->group(help.group);
+  cmd->add_option("--offload", s.offload, help.offload)->group(help.group);
+  cmd->add_option("--host-mem-limit", s.host_mem_limit, help.host_mem_limit)->group(help.group);
 }
 
 void apply_engine_options(const EngineOptionStrings& s, EngineConfig& engine, int64_t& mem_limit) {
   engine.param_dtype = parse_dtype(s.param_dtype);
   engine.reduce_dtype = parse_dtype(s.reduce_dtype);
   mem_limit = parse_bytes(s.mem_limit, "--mem-limit");
+  engine.offload = parse_offload(s.offload);
+  engine.host_mem_limit = parse_bytes(s.host_mem_limit, "--host-mem-limit");
 }
 
 }  // namespace shardlab

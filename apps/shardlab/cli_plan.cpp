@@ -17,15 +17,18 @@ namespace shardlab {
 
 namespace {
 
-const EngineOptionHelp kPlanEngineHelp = {"Options",
-                                          "hybrid_shard group size G (0: 2)",
-                                          "all-gathers issued ahead",
-                                          "f32 | bf16 | f16",
-                                          "f32 | bf16 | f16",
-                                          "micro-batches per step",
-                                          "activation checkpointing",
-                                          "per-rank capacity, e.g. 16GiB (exit 2 if none fits)",
-                                          "FSDP units: block | whole | layer | blocks:K | size:N"};
+const EngineOptionHelp kPlanEngineHelp = {
+    "Options",
+    "hybrid_shard group size G (0: 2)",
+    "all-gathers issued ahead",
+    "f32 | bf16 | f16",
+    "f32 | bf16 | f16",
+    "micro-batches per step",
+    "activation checkpointing",
+    "per-rank capacity, e.g. 16GiB (exit 2 if none fits)",
+    "FSDP units: block | whole | layer | blocks:K | size:N",
+    "none | optim | params: what lives in host memory (a host peak column)",
+    "per-rank host memory capacity (--offload; 0 = none)"};
 
 }  // namespace
 

@@ -33,7 +33,13 @@ const EngineOptionHelp kTrainEngineHelp = {
     "per-rank memory capacity, e.g. 512MiB (0 = none): over it, out of memory",
     "FSDP units (gathered and freed together): block (root + one per block) | whole (one unit) | "
     "layer (each block's attention and MLP apart) | blocks:K (K blocks a unit) | size:N (PyTorch's "
-    "size_based_auto_wrap_policy, min_num_params N); docs/fsdp.md"};
+    "size_based_auto_wrap_policy, min_num_params N); docs/fsdp.md",
+    "none | optim | params: host memory, a second tier. optim: the optimizer state (m, v, fp32 "
+    "master) and its step; the gradient shard is copied down and the updated parameters up each "
+    "step. params (full_shard, hybrid_shard): the parameter and gradient shards too, each shard "
+    "copied up before its all-gather and down after its reduction (cpu device; docs/fsdp.md, CPU "
+    "offload)",
+    "per-rank host memory capacity with --offload, e.g. 1GiB (0 = none): over it, out of memory"};
 
 }  // namespace
 

@@ -24,8 +24,14 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
   std::vector<MemoryPlan> plans;
   GPTConfig model;
   if (o.params == 0) model = GPTConfig::preset(o.model);
+  std::vector<Strategy> refused;  // by --offload params: full parameters on every rank
   for (Strategy s : strategies) {
     engine.strategy = s;
+    if (engine.offload == Offload::params && keeps_full_params(s)) {
+      if (!o.strategies.empty()) engine.validate();  // asked for by name: the refusal
+      refused.push_back(s);
+      continue;
+    }
     PlanInput in;
     if (o.params > 0) {
       in.engine = engine;
@@ -57,6 +63,12 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
                   engine.act_ckpt ? ", activation ckpt" : "");
   }
   out << line << format_plan_table(plans, o.decimal);
+  if (!refused.empty()) {
+    out << "not planned with --offload params (they keep full parameters on every rank, so there "
+           "is no shard to copy up; train refuses them):";
+    for (Strategy s : refused) out << " " << strategy_name(s);
+    out << "\n";
+  }
 
   if (o.params == 0) {
     const double unit = o.decimal ? 1e9 : 1048576.0;
@@ -75,7 +87,7 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
       out << line;
     }
   }
-  if (o.capacity > 0) {
+  if (o.capacity > 0 || o.engine.host_mem_limit > 0) {
     for (const MemoryPlan& p : plans)
       if (p.fits()) return 0;
     return 2;

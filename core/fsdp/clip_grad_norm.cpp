@@ -16,14 +16,15 @@ float Engine::Impl::clip_grad_norm(float max_norm) {
   // Replica groups (no_shard's N ranks, hybrid's N/G groups) hold identical reduced values, so
   // the sum runs over the shard group only: never counting a replica twice.
   double local = 0;
+  Device& gd = state_dev();  // where the gradient shards are (the host under --offload params)
   for (FsdpUnit& u : units) {
     const int64_t n = u.own.size;
     if (cfg.reduce_dtype == DType::f32) {
-      local += sum_squares(dev, static_cast<const float*>(owned_grads(u)), n);
+      local += sum_squares(gd, static_cast<const float*>(owned_grads(u)), n);
     } else {
-      Buffer tmp = dev.alloc(n * 4, MemCategory::workspace);
-      cast_to_f32(dev, tmp.f32(), owned_grads(u), cfg.reduce_dtype, n);
-      local += sum_squares(dev, tmp.f32(), n);
+      Buffer tmp = gd.alloc(n * 4, MemCategory::workspace);
+      cast_to_f32(gd, tmp.f32(), owned_grads(u), cfg.reduce_dtype, n);
+      local += sum_squares(gd, tmp.f32(), n);
     }
   }
   double total = local;

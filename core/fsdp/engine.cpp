@@ -31,6 +31,24 @@ Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,
   SL_CHECK(cfg.max_inflight_gathers >= 0, "engine: max_inflight_gathers ", cfg.max_inflight_gathers,
            " must be >= 0 (0 = no limit)");
   mesh = make_mesh(cfg.strategy, world.size(), world.rank(), cfg.hybrid_group);
+  SL_CHECK(cfg.host_mem_limit >= 0, "engine: host_mem_limit ", cfg.host_mem_limit,
+           " must be >= 0 (0 = no limit)");
+  if (cfg.offload != Offload::none) {
+    // The CUDA path (pinned host memory, copies on a copy stream) has not been run on a GPU.
+    if (dev.kind() != DeviceKind::cpu)
+      SL_THROW(InvalidArgument, "--offload ", offload_name(cfg.offload), " with --device ",
+               device_kind_name(dev.kind()), ": only the cpu device is supported so far");
+    host_tracker = std::make_unique<MemoryTracker>(world.rank(), cfg.host_mem_limit);
+    if (rec && rec->enabled()) {
+      Recorder* r = rec;
+      host_tracker->set_listener([r](const MemoryTracker::Change& ch) { r->mem(ch, true); });
+    }
+    host_dev = make_cpu_device(*host_tracker);
+    if (cfg.offload == Offload::params && !gathers())
+      SL_THROW(InvalidArgument, "--offload params needs a shard group of 2 or more ranks (",
+               strategy_name(cfg.strategy), " on ", world.size(), " ranks, group ", mesh.shard_size,
+               "): with one rank per group nothing is gathered");
+  }
 
   // Groups. Every rank calls split twice (collective), whatever its strategy; a group of one
   // rank is dropped. Keys are world ranks, so reductions run in world-rank order.
@@ -75,10 +93,13 @@ void Engine::Impl::init_units() {
     const int64_t n_params = full_params() ? P : u.own.size;
     const int64_t n_grads = full_grads() ? P : u.own.size;
 
-    u.params = dev.alloc(n_params * psz(), MemCategory::params);
-    u.grads = dev.alloc_zeros(n_grads * rsz(), MemCategory::grads);
-    if (mixed()) u.master = dev.alloc(u.own.size * 4, MemCategory::optimizer_state);
-    u.opt = make_optimizer(dev, cfg.optim, u.own.size);
+    Device& sdev = state_dev();  // the host tier under --offload params
+    u.params = sdev.alloc(n_params * psz(), MemCategory::params);
+    u.grads = sdev.alloc_zeros(n_grads * rsz(), MemCategory::grads);
+    // The optimizer state (fp32 master when mixed, m, v) on the device, or on the host tier.
+    Device& odev = optim_dev();
+    if (mixed()) u.master = odev.alloc(u.own.size * 4, MemCategory::optimizer_state);
+    u.opt = make_optimizer(odev, cfg.optim, u.own.size);
 
     // Every rank initialises the whole unit on the host (values depend only on seed and names)
     // and keeps its part; padding is zero and stays zero (zero gradient, zero weight decay).
@@ -99,9 +120,12 @@ void Engine::Impl::init_units() {
     const auto from = [&](int64_t offset) { return host.empty() ? nullptr : host.data() + offset; };
     const int64_t first = full_params() ? 0 : u.own.offset;
     if (!mixed()) {
-      dev.copy_from_host(u.params.data(), from(first), n_params * 4);
+      sdev.copy_from_host(u.params.data(), from(first), n_params * 4);
+    } else if (params_off()) {  // cast on the host, from the initial values
+      odev.copy_from_host(u.master.data(), from(u.own.offset), u.own.size * 4);
+      cast_from_f32(sdev, u.params.data(), cfg.param_dtype, u.master.f32(), n_params);
     } else {
-      dev.copy_from_host(u.master.data(), from(u.own.offset), u.own.size * 4);
+      odev.copy_from_host(u.master.data(), from(u.own.offset), u.own.size * 4);
       Buffer tmp = dev.alloc(n_params * 4, MemCategory::workspace);
       dev.copy_from_host(tmp.data(), from(first), n_params * 4);
       cast_from_f32(dev, u.params.data(), cfg.param_dtype, tmp.f32(), n_params);
@@ -251,6 +275,7 @@ StepStats Engine::step(const std::vector<const int*>& tokens,
            targets.size(), ")");
   Impl& m = *impl_;
   const Communicator::Traffic a0 = m.traffic_intra(), e0 = m.traffic_inter();
+  const int64_t h2d0 = m.copied_h2d, d2h0 = m.copied_d2h;
   const int K = static_cast<int>(tokens.size());
   StepStats st;
   double loss = 0;
@@ -267,6 +292,8 @@ StepStats Engine::step(const std::vector<const int*>& tokens,
   st.comm_reduce_scatter =
       (a1.reduce_scatter - a0.reduce_scatter) + (e1.reduce_scatter - e0.reduce_scatter);
   st.comm_all_reduce = (a1.all_reduce - a0.all_reduce) + (e1.all_reduce - e0.all_reduce);
+  st.copy_h2d = m.copied_h2d - h2d0;
+  st.copy_d2h = m.copied_d2h - d2h0;
   return st;
 }
 
@@ -309,14 +336,46 @@ void Engine::set_lr(float lr) {
   for (FsdpUnit& u : impl_->units) u.opt->set_lr(lr);
 }
 
-MemArray Engine::persistent_bytes() const {
+namespace {
+// Persistent bytes by category of the buffers on `dev`.
+MemArray persistent_on(const std::vector<FsdpUnit>& units, const Device* dev,
+                       const Device* optim_dev) {
   MemArray out{};
-  for (const FsdpUnit& u : impl_->units) {
+  for (const FsdpUnit& u : units) {
     for (const Buffer* b : {&u.params, &u.grads, &u.master})
-      out[static_cast<int>(b->category())] += b->bytes();
-    out[static_cast<int>(MemCategory::optimizer_state)] += u.opt->state_bytes();
+      if (b->device() == dev) out[static_cast<int>(b->category())] += b->bytes();
+    if (optim_dev == dev)
+      out[static_cast<int>(MemCategory::optimizer_state)] += u.opt->state_bytes();
   }
   return out;
+}
+}  // namespace
+
+MemArray Engine::persistent_bytes() const {
+  return persistent_on(impl_->units, &impl_->dev, &impl_->optim_dev());
+}
+
+MemArray Engine::host_persistent_bytes() const {
+  if (!impl_->host_dev) return MemArray{};
+  return persistent_on(impl_->units, impl_->host_dev.get(), &impl_->optim_dev());
+}
+
+const MemoryTracker* Engine::host_tracker() const { return impl_->host_tracker.get(); }
+
+void Engine::Impl::copy_d2h(void* host_dst, const void* src, int64_t bytes, int unit) {
+  const bool traced = rec && rec->enabled();
+  const int64_t t0 = traced ? trace_now_ns() : 0;
+  dev.copy_to_host(host_dst, src, bytes);
+  copied_d2h += bytes;
+  if (traced) rec->span(Lane::copy, "d2h", unit, bytes, DType::f32, t0, t0, trace_now_ns());
+}
+
+void Engine::Impl::copy_h2d(void* dst, const void* host_src, int64_t bytes, int unit) {
+  const bool traced = rec && rec->enabled();
+  const int64_t t0 = traced ? trace_now_ns() : 0;
+  dev.copy_from_host(dst, host_src, bytes);
+  copied_h2d += bytes;
+  if (traced) rec->span(Lane::copy, "h2d", unit, bytes, DType::f32, t0, t0, trace_now_ns());
 }
 
 Communicator::Traffic Engine::Impl::traffic_intra() const {

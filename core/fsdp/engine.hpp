@@ -42,6 +42,8 @@ struct StepStats {
   int64_t comm_intra = 0;  // within the shard group
   int64_t comm_inter = 0;  // across replica groups (no_shard's all-reduce, hybrid's all-reduce)
   int64_t comm_total() const { return comm_intra + comm_inter; }
+  // Bytes copied between device and host memory during the step (--offload; 0 without).
+  int64_t copy_h2d = 0, copy_d2h = 0;
 };
 
 // A rank's part of one unit, for checkpoints and tests: the owned range of the padded flat buffer
@@ -105,8 +107,12 @@ class Engine {
   // Optimizer steps taken (AdamW's t); setting it restores a checkpoint's bias correction.
   void set_steps_done(int t);
 
-  // Bytes by category of persistent state (params, grads, optimizer_state) this engine allocated.
+  // Bytes by category of persistent state (params, grads, optimizer_state) this engine allocated
+  // in device memory, and in host memory (--offload; all 0 without).
   MemArray persistent_bytes() const;
+  MemArray host_persistent_bytes() const;
+  // The host tier's tracker (--offload), null without: its peak is the run's host peak.
+  const MemoryTracker* host_tracker() const;
 
  private:
   struct Impl;

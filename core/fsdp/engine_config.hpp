@@ -12,6 +12,17 @@
 
 namespace shardlab {
 
+// What lives in host memory instead of device memory (--offload). optim: the optimizer state of
+// the rank's owned range (m, v, the fp32 master copy) and the optimizer step over it; the
+// gradient shard is copied device -> host before the step and the updated parameters back.
+// params: the parameter and gradient shards too (full_shard, hybrid_shard): a unit's parameter
+// shard is copied up before its all-gather, its reduced gradient shard down after the
+// reduce-scatter, and the optimizer step runs on the host with no copies.
+enum class Offload : uint8_t { none, optim, params };
+const char* offload_name(Offload o);
+// "none", "optim" or "params"; throws InvalidArgument naming --offload otherwise.
+Offload parse_offload(const std::string& s);
+
 struct EngineConfig {
   Strategy strategy = Strategy::full_shard;
   // What one unit (one flat parameter, gathered and freed together) holds: block, whole, layer,
@@ -30,6 +41,8 @@ struct EngineConfig {
   // This rank's compute spans last this many times as long (>= 1; --slow-rank): a straggler on
   // demand, for demonstrations and the straggler tests. The extra time is a sleep.
   double compute_slowdown = 1.0;
+  Offload offload = Offload::none;  // --offload: state kept in host memory (a second tier)
+  int64_t host_mem_limit = 0;       // --host-mem-limit: the host tier's capacity, 0 = unlimited
 
   // Checks the settings that need no world size; throws InvalidArgument naming the command-line
   // option and its value ("--prefetch -1: must be >= 0"), as `train` and `plan` report them.

@@ -55,6 +55,7 @@ struct FsdpUnit {
   Buffer gathered;  // params_unsharded: P elements of param_dtype while gathered
   Buffer compute;   // workspace: P fp32, the compute copy when param_dtype is not f32
   Buffer dflat;     // grads_unsharded: P fp32, the unit's gradient before it is reduced
+  Buffer up;  // comm_buffers: S of param_dtype, the shard copied up for its all-gather (offload)
   Work gather_work;
   bool gather_inflight = false;
   bool unsharded = false;
@@ -69,6 +70,7 @@ struct PendingReduce {
   Buffer recv_tmp;       // comm_buffers: the reduced shard when it must be added to an earlier one
   Buffer dflat;          // the fp32 unit gradient, kept alive until the collective has read it
   void* recv = nullptr;  // where the reduced shard landed
+  bool add = false;      // added to the kept gradient (an earlier micro-batch's) rather than set
 };
 
 struct Engine::Impl {
@@ -80,9 +82,15 @@ struct Engine::Impl {
   Recorder* rec;
   GPTConfig model;
   EngineConfig cfg;
-  Mesh mesh;                                   // shard and replica groups of this rank
-  const StrategySpec* spec;                    // the strategy's decisions (strategy.cpp)
-  GradAccum accum;                             // how backward's gradient reaches the kept one
+  Mesh mesh;                 // shard and replica groups of this rank
+  const StrategySpec* spec;  // the strategy's decisions (strategy.cpp)
+  GradAccum accum;           // how backward's gradient reaches the kept one
+  // The host tier (--offload): its own tracker (capacity cfg.host_mem_limit, mem events with
+  // "tier":"host") and a CPU device over it. Null without offload. Declared before `units`, whose
+  // buffers they outlive.
+  std::unique_ptr<MemoryTracker> host_tracker;
+  std::unique_ptr<Device> host_dev;
+  int64_t copied_h2d = 0, copied_d2h = 0;      // bytes copied between the tiers, since construction
   std::unique_ptr<Communicator> shard_comm;    // the G ranks sharing a unit (null when G == 1)
   std::unique_ptr<Communicator> replica_comm;  // ranks holding the same shard (null when alone)
   WrapPlan wrap;                               // what each unit holds (wrap_policy.hpp)
@@ -153,6 +161,14 @@ struct Engine::Impl {
   void optimizer_step();
   void* owned_params(FsdpUnit& u);  // param_dtype elements of the owned range
   void* owned_grads(FsdpUnit& u);   // reduce_dtype elements of the owned range
+  // Where the optimizer state lives and the step runs: the host tier under --offload optim.
+  Device& optim_dev() { return host_dev ? *host_dev : dev; }
+  // --offload params: the parameter and gradient shards live on the host tier too.
+  bool params_off() const { return cfg.offload == Offload::params; }
+  Device& state_dev() { return params_off() ? *host_dev : dev; }
+  // Copies between the tiers, counted by direction and traced as copy-lane spans ("h2d", "d2h").
+  void copy_d2h(void* host_dst, const void* src, int64_t bytes, int unit);
+  void copy_h2d(void* dst, const void* host_src, int64_t bytes, int unit);
 
   // ---- shard access (shard_access.cpp)
   // This rank's owned range of a unit as fp32 (`mine`, own.size elements) all-gathered over the

@@ -85,9 +85,10 @@ void Engine::Impl::issue_reduce(FsdpUnit& u) {
     } else {
       p.dflat = std::move(u.dflat);  // the collective reads it: free it once that is done
     }
-    if (u.grads_fresh) {
+    p.add = !u.grads_fresh;
+    if (u.grads_fresh && !params_off()) {
       p.recv = u.grads.data();
-    } else {
+    } else {  // an earlier micro-batch's shard to add to, or the kept shard is on the host
       p.recv_tmp = dev.alloc(S * rsz(), MemCategory::comm_buffers);
       p.recv = p.recv_tmp.data();
     }
@@ -120,7 +121,18 @@ void Engine::Impl::complete(PendingReduce& p) {
     replica_comm->all_reduce(p.recv, p.recv, S, cfg.reduce_dtype, ReduceOp::sum, false,
                              {u.id, "grads"});
   }
-  if (!p.recv_tmp.empty()) add_into(dev, u.grads.data(), p.recv_tmp.data(), cfg.reduce_dtype, S);
+  if (params_off()) {  // the reduced shard goes down to the host tier's gradient shard
+    const int64_t bytes = S * rsz();
+    if (!p.add) {
+      copy_d2h(u.grads.data(), p.recv, bytes, u.id);
+    } else {
+      Buffer down = host_dev->alloc(bytes, MemCategory::workspace);
+      copy_d2h(down.data(), p.recv, bytes, u.id);
+      add_into(*host_dev, u.grads.data(), down.data(), cfg.reduce_dtype, S);
+    }
+  } else if (!p.recv_tmp.empty()) {
+    add_into(dev, u.grads.data(), p.recv_tmp.data(), cfg.reduce_dtype, S);
+  }
 }
 
 void Engine::Impl::drain(size_t keep) {

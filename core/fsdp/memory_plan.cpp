@@ -37,6 +37,11 @@ int64_t MemoryPlan::peak_total() const {
   return persistent_total() + std::accumulate(transient.begin(), transient.end(), int64_t{0});
 }
 
+int64_t MemoryPlan::host_peak_total() const {
+  return std::accumulate(host_persistent.begin(), host_persistent.end(), int64_t{0}) +
+         std::accumulate(host_transient.begin(), host_transient.end(), int64_t{0});
+}
+
 MemArray MemoryPlan::peak_by_category() const {
   MemArray out{};
   for (int i = 0; i < kNumMemCategories; ++i) out[i] = persistent[i] + transient[i];
@@ -106,6 +111,19 @@ MemoryPlan plan_memory(const PlanInput& in) {
       formula_persistent_bytes(e.strategy, static_cast<double>(plan.input.psi()), in.world,
                                plan.group, e.param_dtype, e.reduce_dtype);
   plan.padding_bytes = plan.persistent_total() - static_cast<int64_t>(exact + 0.5);
+  // --offload: the optimizer state (optim), and the parameter and gradient shards (params) move
+  // to the host tier. What each step holds there on top is the schedule's (plan_schedule.cpp).
+  if (e.offload == Offload::params)
+    SL_CHECK(!keeps_full_params(e.strategy) && plan.group > 1, "plan: --offload params needs ",
+             "sharded parameters in a group of 2 or more ranks (", strategy_name(e.strategy),
+             ", group ", plan.group, "), as the engine does");
+  if (e.offload != Offload::none) {
+    std::swap(at(plan.host_persistent, MemCategory::optimizer_state),
+              at(plan.persistent, MemCategory::optimizer_state));
+    if (e.offload == Offload::params)
+      for (MemCategory c : {MemCategory::params, MemCategory::grads})
+        std::swap(at(plan.host_persistent, c), at(plan.persistent, c));
+  }
   if (in.model) plan_step_transient(plan);
   return plan;
 }
@@ -115,24 +133,31 @@ std::string format_plan_table(const std::vector<MemoryPlan>& plans, bool decimal
   const char* uname = decimal ? "GB" : "MiB";
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-14s %4s %4s %10s %10s %10s %10s %10s %10s %10s  %s\n",
+  // With --offload a last column: the host tier's planned peak (before "fits", which covers both).
+  bool host = false;
+  for (const MemoryPlan& p : plans) host = host || p.input.engine.offload != Offload::none;
+  std::snprintf(line, sizeof line, "%-14s %4s %4s %10s %10s %10s %10s %10s %10s %10s %s %s\n",
                 "strategy", "N", "G", "params", "grads", "optim", "persist", "transient", "peak",
-                "padding", "fits");
+                "padding", host ? "host peak " : "", "fits");
   out += line;
-  std::snprintf(line, sizeof line, "%-14s %4s %4s %10s %10s %10s %10s %10s %10s %10s\n", "", "", "",
-                uname, uname, uname, uname, uname, uname, "bytes");
+  std::snprintf(line, sizeof line, "%-14s %4s %4s %10s %10s %10s %10s %10s %10s %10s%s%s\n", "", "",
+                "", uname, uname, uname, uname, uname, uname, "bytes", host ? "       " : "",
+                host ? uname : "");
   out += line;
   for (const MemoryPlan& p : plans) {
     const auto v = [&](int64_t b) { return static_cast<double>(b) / unit; };
     int64_t transient = p.peak_total() - p.persistent_total();
+    char host_col[32] = "";
+    if (host) std::snprintf(host_col, sizeof host_col, " %10.3f", v(p.host_peak_total()));
     std::snprintf(
-        line, sizeof line, "%-14s %4d %4d %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10lld  %s\n",
+        line, sizeof line, "%-14s %4d %4d %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10lld%s  %s\n",
         strategy_name(p.input.engine.strategy), p.input.world, p.group,
         v(p.persistent[static_cast<int>(MemCategory::params)]),
         v(p.persistent[static_cast<int>(MemCategory::grads)]),
         v(p.persistent[static_cast<int>(MemCategory::optimizer_state)]), v(p.persistent_total()),
-        v(transient), v(p.peak_total()), static_cast<long long>(p.padding_bytes),
-        p.input.capacity <= 0 ? "-" : (p.fits() ? "yes" : "NO"));
+        v(transient), v(p.peak_total()), static_cast<long long>(p.padding_bytes), host_col,
+        p.input.capacity <= 0 && p.input.engine.host_mem_limit <= 0 ? "-"
+                                                                    : (p.fits() ? "yes" : "NO"));
     out += line;
   }
   return out;

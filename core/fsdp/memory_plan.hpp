@@ -70,10 +70,20 @@ struct MemoryPlan {
   int64_t padding_bytes = 0;  // part of `persistent` that is padding
   int64_t padded_psi = 0;     // sum over units of the padded unit size
 
+  // The host tier (--offload; all 0 without): what lives there between steps, and on top of it at
+  // the host's own peak (the optimizer step's staging of the largest unit).
+  MemArray host_persistent{};
+  MemArray host_transient{};
+
   int64_t persistent_total() const;
   int64_t peak_total() const;  // persistent + transient
   MemArray peak_by_category() const;
-  bool fits() const { return input.capacity <= 0 || peak_total() <= input.capacity; }
+  int64_t host_peak_total() const;  // host_persistent + host_transient
+  // Device peak within input.capacity and host peak within input.engine.host_mem_limit.
+  bool fits() const {
+    return (input.capacity <= 0 || peak_total() <= input.capacity) &&
+           (input.engine.host_mem_limit <= 0 || host_peak_total() <= input.engine.host_mem_limit);
+  }
 };
 
 // Bytes per parameter of persistent state, split as the tracker categorises it.

@@ -46,28 +46,55 @@ void Engine::Impl::optimizer_step() {
   drain(0);
   {
     ScopedSpan span(rec, "optimizer");
+    // Under --offload optim the step runs on the host tier (od = host_dev) over host copies: the
+    // gradient shard comes down as fp32, the parameters as fp32 (the master copy, already on the
+    // host, when mixed), and the updated parameters go back in param_dtype. The arithmetic is the
+    // same functions on the same values, so the result is bit-identical to no offload.
+    // Under --offload params the shards are on the host already: the same step, no copies.
+    Device& od = optim_dev();
+    const bool off = cfg.offload == Offload::optim;
     for (FsdpUnit& u : units) {
       const int64_t n = u.own.size;
-      Buffer gtmp;
+      Buffer gtmp, g_host, p_host;
       float* g32 = static_cast<float*>(owned_grads(u));
       if (cfg.reduce_dtype != DType::f32) {
-        gtmp = dev.alloc(n * 4, MemCategory::workspace);
-        cast_to_f32(dev, gtmp.f32(), owned_grads(u), cfg.reduce_dtype, n);
+        Device& gd = state_dev();
+        gtmp = gd.alloc(n * 4, MemCategory::workspace);
+        cast_to_f32(gd, gtmp.f32(), owned_grads(u), cfg.reduce_dtype, n);
         g32 = gtmp.f32();
       }
-      if (!grads_known_finite && !all_finite(dev, g32, DType::f32, n))
+      if (off) {  // host staging: the unit's fp32 gradient shard
+        g_host = od.alloc(n * 4, MemCategory::workspace);
+        copy_d2h(g_host.data(), g32, n * 4, u.id);
+        gtmp.reset();
+        g32 = g_host.f32();
+      }
+      if (!grads_known_finite && !all_finite(od, g32, DType::f32, n))
         SL_THROW(Error, "step ", steps + 1, ": the reduced gradient of ", unit_what(wrap, u.id),
                  " holds NaN or Inf on rank ", world.rank(), ": the run diverged (lower --lr, now ",
                  cfg.optim.lr, ", or set --clip)");
-      if (grad_coef != 1.0f) scale_array(dev, g32, grad_coef, n);
+      if (grad_coef != 1.0f) scale_array(od, g32, grad_coef, n);
       float* p32 = mixed() ? u.master.f32() : static_cast<float*>(owned_params(u));
+      if (off && !mixed()) {  // host staging: the fp32 parameters, updated there
+        p_host = od.alloc(n * 4, MemCategory::workspace);
+        copy_d2h(p_host.data(), p32, n * 4, u.id);
+        p32 = p_host.f32();
+      }
       u.opt->step(p32, g32, n);
       // Finite gradients can still overflow a parameter (a large enough learning rate).
-      if (!all_finite(dev, p32, DType::f32, n))
+      if (!all_finite(od, p32, DType::f32, n))
         SL_THROW(Error, "step ", steps + 1, ": the optimizer update left NaN or Inf in the ",
                  "parameters of ", unit_what(wrap, u.id), " on rank ", world.rank(),
                  ": the run diverged (lower --lr, now ", cfg.optim.lr, ", or set --clip)");
-      if (mixed()) cast_from_f32(dev, owned_params(u), cfg.param_dtype, p32, n);
+      if (!off) {
+        if (mixed()) cast_from_f32(state_dev(), owned_params(u), cfg.param_dtype, p32, n);
+      } else if (!mixed()) {
+        copy_h2d(owned_params(u), p32, n * 4, u.id);
+      } else {  // cast on the host, then the param_dtype values up
+        p_host = od.alloc(n * psz(), MemCategory::workspace);
+        cast_from_f32(od, p_host.data(), cfg.param_dtype, p32, n);
+        copy_h2d(owned_params(u), p_host.data(), n * psz(), u.id);
+      }
     }
   }
   // shard_optim and shard_grad_op keep full parameters but each rank updated only its range.
@@ -79,7 +106,7 @@ void Engine::Impl::optimizer_step() {
     for (Work& w : works) w.wait();
   }
   for (FsdpUnit& u : units) {
-    dev.fill_zero(u.grads.data(), u.grads.bytes());
+    state_dev().fill_zero(u.grads.data(), u.grads.bytes());
     u.grads_fresh = true;
   }
   grad_coef = 1.0f;

@@ -37,6 +37,7 @@ struct SimUnit {
 struct SimPending {
   int unit = 0;
   int64_t staging = 0, recv_tmp = 0, dflat = 0, comm = 0;
+  bool add = false;  // added to an earlier micro-batch's shard
 };
 
 class StepSim {
@@ -64,6 +65,10 @@ class StepSim {
   }
 
   void run() {
+    host_cur_ = plan_.host_persistent;
+    for (int64_t b : host_cur_) host_total_ += b;
+    host_peak_ = host_total_;
+    host_at_peak_ = host_cur_;
     if (in_.token_buffers) {
       const int T = in_.seq_len > 0 ? in_.seq_len : cfg_.max_seq_len;
       alloc(kAct, 2 * static_cast<int64_t>(in_.batch) * in_.accum * T * 4);
@@ -74,6 +79,8 @@ class StepSim {
     MemArray tr{};
     for (int i = 0; i < kNumMemCategories; ++i) tr[i] = at_peak_[i] - plan_.persistent[i];
     plan_.transient = tr;
+    for (int i = 0; i < kNumMemCategories; ++i)
+      plan_.host_transient[i] = host_at_peak_[i] - plan_.host_persistent[i];
     plan_.peak_where = where_;
   }
 
@@ -92,6 +99,26 @@ class StepSim {
     cur_[static_cast<int>(c)] -= b;
     total_ -= b;
   }
+  // The host tier (--offload): its own totals and peak.
+  void host_alloc(MemCategory c, int64_t b) {
+    host_cur_[static_cast<int>(c)] += b;
+    host_total_ += b;
+    if (host_total_ > host_peak_) {
+      host_peak_ = host_total_;
+      host_at_peak_ = host_cur_;
+    }
+  }
+  void host_release(MemCategory c, int64_t b) {
+    host_cur_[static_cast<int>(c)] -= b;
+    host_total_ -= b;
+  }
+  bool params_off() const { return in_.engine.offload == Offload::params; }
+  bool optim_off() const { return in_.engine.offload == Offload::optim; }
+  // Scratch where the gradient shards are: the host tier under --offload params.
+  void state_alloc(MemCategory c, int64_t b) { params_off() ? host_alloc(c, b) : alloc(c, b); }
+  void state_release(MemCategory c, int64_t b) {
+    params_off() ? host_release(c, b) : release(c, b);
+  }
   int64_t p() const { return dtype_size(in_.engine.param_dtype); }
   int64_t r() const { return dtype_size(in_.engine.reduce_dtype); }
   bool mixed() const { return in_.engine.param_dtype != DType::f32; }
@@ -104,6 +131,7 @@ class StepSim {
   // ---- unshard.cpp
   void issue_gather(SimUnit& u) {
     alloc(kPu, u.P * p());
+    if (params_off()) alloc(kCb, u.S * p());  // the shard copied up for the gather
     u.inflight = true;
     ++inflight_;
   }
@@ -118,6 +146,7 @@ class StepSim {
         issue_gather(units_[id]);
       u.inflight = false;
       --inflight_;
+      if (params_off()) release(kCb, u.S * p());
     }
     if (mixed()) alloc(kWs, u.P * 4);
     u.unsharded = true;
@@ -163,7 +192,8 @@ class StepSim {
         q.dflat = u.P * 4;
       }
       u.dflat = false;
-      if (!u.fresh) {
+      q.add = !u.fresh;
+      if (!u.fresh || params_off()) {
         q.recv_tmp = u.S * r();
         alloc(kCb, q.recv_tmp);
       }
@@ -189,7 +219,16 @@ class StepSim {
       alloc(kCb, s);
       release(kCb, s);
     }
-    if (q.recv_tmp && in_.engine.reduce_dtype != DType::f32) {
+    if (params_off()) {
+      if (q.add) {  // down into host scratch, then added (widened to fp32 for 16-bit dtypes)
+        host_alloc(kWs, u.S * r());
+        if (in_.engine.reduce_dtype != DType::f32) {
+          host_alloc(kWs, 2 * u.S * 4);
+          host_release(kWs, 2 * u.S * 4);
+        }
+        host_release(kWs, u.S * r());
+      }
+    } else if (q.recv_tmp && in_.engine.reduce_dtype != DType::f32) {
       alloc(kWs, 2 * u.S * 4);
       release(kWs, 2 * u.S * 4);
     }
@@ -287,17 +326,27 @@ class StepSim {
     drain(0);
     for (const SimUnit& u : units_)
       if (in_.engine.reduce_dtype != DType::f32) {
-        alloc(kWs, u.S * 4);
-        release(kWs, u.S * 4);
+        state_alloc(kWs, u.S * 4);
+        state_release(kWs, u.S * 4);
       }
   }
   void optimizer_step() {
     phase_ = "optimizer";
     drain(0);
     for (SimUnit& u : units_) {
-      if (in_.engine.reduce_dtype != DType::f32) {
-        alloc(kWs, u.S * 4);
-        release(kWs, u.S * 4);
+      const bool wide = in_.engine.reduce_dtype != DType::f32;
+      if (wide) state_alloc(kWs, u.S * 4);  // the fp32 gradient
+      if (optim_off()) {
+        // Host staging: the fp32 gradient shard, then the parameters (fp32 when they are the
+        // master, else param_dtype to go up after the host's cast).
+        host_alloc(kWs, u.S * 4);
+        if (wide) release(kWs, u.S * 4);
+        const int64_t params = u.S * (mixed() ? p() : 4);
+        host_alloc(kWs, params);
+        host_release(kWs, params);
+        host_release(kWs, u.S * 4);
+      } else if (wide) {
+        state_release(kWs, u.S * 4);
       }
       u.fresh = true;
     }
@@ -316,6 +365,8 @@ class StepSim {
   int inflight_ = 0;
   MemArray cur_{}, at_peak_{};
   int64_t total_ = 0, peak_ = 0;
+  MemArray host_cur_{}, host_at_peak_{};
+  int64_t host_total_ = 0, host_peak_ = 0;
   std::string phase_, where_;
 };
 

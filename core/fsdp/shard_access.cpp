@@ -26,7 +26,13 @@ std::vector<float> Engine::gather_unit_params(int unit) {
   FsdpUnit& u = m.units[unit];
   const int64_t n = u.own.size;
   Buffer mine = m.dev.alloc(n * 4, MemCategory::workspace);
-  m.dev.copy(mine.data(), m.mixed() ? u.master.data() : m.owned_params(u), n * 4);
+  // The fp32 values: the master copy when mixed, else the parameters; either may be on the host.
+  const Buffer& src = m.mixed() ? u.master : u.params;
+  const void* from = m.mixed() ? u.master.data() : m.owned_params(u);
+  if (src.device() != &m.dev)
+    m.dev.copy_from_host(mine.data(), from, n * 4);
+  else
+    m.dev.copy(mine.data(), from, n * 4);
   return m.gather_owned(u, mine);
 }
 
@@ -37,7 +43,13 @@ std::vector<float> Engine::gather_unit_grads(int unit) {
   FsdpUnit& u = m.units[unit];
   const int64_t n = u.own.size;
   Buffer mine = m.dev.alloc(n * 4, MemCategory::workspace);
-  cast_to_f32(m.dev, mine.f32(), m.owned_grads(u), m.cfg.reduce_dtype, n);
+  if (m.params_off()) {  // the gradient shard is on the host: widen it there, then up
+    Buffer h = m.host_dev->alloc(n * 4, MemCategory::workspace);
+    cast_to_f32(*m.host_dev, h.f32(), m.owned_grads(u), m.cfg.reduce_dtype, n);
+    m.dev.copy_from_host(mine.data(), h.data(), n * 4);
+  } else {
+    cast_to_f32(m.dev, mine.f32(), m.owned_grads(u), m.cfg.reduce_dtype, n);
+  }
   return m.gather_owned(u, mine);
 }
 
@@ -50,11 +62,16 @@ UnitShard Engine::get_shard(int unit) const {
   s.range = u.own;
   std::vector<float>& p = s.states[UnitShard::kParams];
   p.resize(n);
-  m.dev.copy_to_host(p.data(), m.mixed() ? u.master.data() : m.owned_params(u), n * 4);
+  // The master copy and the optimizer state live where the optimizer runs (optim_dev).
+  Device& od = m.optim_dev();
+  if (m.mixed())
+    od.copy_to_host(p.data(), u.master.data(), n * 4);
+  else
+    m.state_dev().copy_to_host(p.data(), m.owned_params(u), n * 4);
   for (const OptimizerState& st : u.opt->state()) {
     std::vector<float>& v = s.states[st.name];
     v.resize(n);
-    m.dev.copy_to_host(v.data(), st.data, n * 4);
+    od.copy_to_host(v.data(), st.data, n * 4);
   }
   return s;
 }
@@ -74,14 +91,23 @@ void Engine::set_shard(int unit, const UnitShard& s) {
              "' has ", it->second.size(), " elements, expected ", n);
     return it->second;
   };
+  Device& od = m.optim_dev();
   for (const OptimizerState& st : u.opt->state())
-    m.dev.copy_from_host(st.data, get(st.name).data(), n * 4);
+    od.copy_from_host(st.data, get(st.name).data(), n * 4);
   const std::vector<float>& p = get(UnitShard::kParams);
-  if (m.mixed()) {
+  if (m.mixed() && m.params_off()) {  // master and parameters both on the host tier
+    od.copy_from_host(u.master.data(), p.data(), n * 4);
+    cast_from_f32(od, m.owned_params(u), m.cfg.param_dtype, u.master.f32(), n);
+  } else if (m.mixed() && m.host_dev) {  // master on the host tier; the device casts its copy
+    od.copy_from_host(u.master.data(), p.data(), n * 4);
+    Buffer tmp = m.dev.alloc(n * 4, MemCategory::workspace);
+    m.dev.copy_from_host(tmp.data(), p.data(), n * 4);
+    cast_from_f32(m.dev, m.owned_params(u), m.cfg.param_dtype, tmp.f32(), n);
+  } else if (m.mixed()) {
     m.dev.copy_from_host(u.master.data(), p.data(), n * 4);
     cast_from_f32(m.dev, m.owned_params(u), m.cfg.param_dtype, u.master.f32(), n);
   } else {
-    m.dev.copy_from_host(m.owned_params(u), p.data(), n * 4);
+    m.state_dev().copy_from_host(m.owned_params(u), p.data(), n * 4);
   }
   // The strategies that update a range of full parameters bring the others' ranges, as after a
   // step.

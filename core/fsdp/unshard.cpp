@@ -11,9 +11,15 @@ void Engine::Impl::issue_gather(FsdpUnit& u) {
   const int64_t P = u.layout.padded_numel();
   u.gathered = dev.alloc(P * psz(), MemCategory::params_unsharded);
   if (rec) rec->unit(u.id, UnitState::gathering);
+  const void* shard = u.params.data();
+  if (params_off()) {  // the shard lives on the host: up first, into a buffer the gather reads
+    u.up = dev.alloc(u.own.size * psz(), MemCategory::comm_buffers);
+    copy_h2d(u.up.data(), u.params.data(), u.own.size * psz(), u.id);
+    shard = u.up.data();
+  }
   // Rank r's shard lands at [r*S, (r+1)*S): the padded flat buffer, ready for views.
-  u.gather_work = shard_comm->all_gather(u.params.data(), u.gathered.data(), u.own.size,
-                                         cfg.param_dtype, /*async=*/true, {u.id, "params"});
+  u.gather_work = shard_comm->all_gather(shard, u.gathered.data(), u.own.size, cfg.param_dtype,
+                                         /*async=*/true, {u.id, "params"});
   u.gather_inflight = true;
   ++inflight_gathers;
 }
@@ -25,6 +31,7 @@ void Engine::Impl::unshard_at(const std::vector<int>& order, int i) {
     if (!u.gather_inflight) issue_gather(u);
     prefetch(order, i);
     u.gather_work.wait();
+    u.up.reset();
     u.gather_inflight = false;
     --inflight_gathers;
   }

@@ -42,7 +42,14 @@ std::string& scratch_line() {
 
 }  // namespace
 
-const char* lane_name(Lane l) { return l == Lane::compute ? "compute" : "comm"; }
+const char* lane_name(Lane l) {
+  switch (l) {
+    case Lane::compute: return "compute";
+    case Lane::comm: return "comm";
+    case Lane::copy: return "copy";
+  }
+  return "?";
+}
 
 const char* unit_state_name(UnitState s) {
   switch (s) {
@@ -122,18 +129,19 @@ void Recorder::detach() {
   tracker_ = nullptr;
 }
 
-void Recorder::mem(const MemoryTracker::Change& c) {
+void Recorder::mem(const MemoryTracker::Change& c, bool host) {
   if (!enabled_) return;
   std::string& s = scratch_line();
-  JsonLine(s)
-      .i64("t", trace_now_ns())
+  JsonLine line(s);
+  line.i64("t", trace_now_ns())
       .i64("rank", rank_)
       .str("kind", "mem")
       .str("category", mem_category_name(c.category))
       .i64("bytes", c.delta)
       .i64("cat_total", c.category_total)
-      .i64("total", c.total)
-      .end_line();
+      .i64("total", c.total);
+  if (host) line.str("tier", "host");
+  line.end_line();
   if (impl_->append(s)) flush();
 }
 

@@ -3,11 +3,13 @@
 // directory's rank<R>.jsonl by flush() (called at step boundaries) so the hot path does no I/O.
 //
 // Event schema (one JSON object per line; "t" is ns since run start on the shared clock):
-//   {"t":..,"rank":R,"kind":"mem","category":"params","bytes":+/-n,"cat_total":n,"total":n}
-//   {"t":..,"rank":R,"kind":"span","lane":"compute"|"comm","op":"forward","unit":u,"bytes":n,
+//   {"t":..,"rank":R,"kind":"mem","category":"params","bytes":+/-n,"cat_total":n,"total":n
+//    [,"tier":"host"]}  (a host-memory tracker's change, --offload; absent: device memory)
+//   {"t":..,"rank":R,"kind":"span","lane":"compute"|"comm"|"copy","op":"forward","unit":u,"bytes":n,
 //    "dtype":"f32","t_issue":..,"t_start":..,"t_end":..,"t_wait":..[,"wait":ns,"last":R]}
 //    (comm spans of the local backend add "wait": ns this rank waited for the last rank to
-//    arrive, and "last": the world rank that arrived last)
+//    arrive, and "last": the world rank that arrived last; copy spans are copies between host
+//    and device memory, op "h2d" or "d2h", with --offload)
 //   {"t":..,"rank":R,"kind":"unit","unit":u,"state":"sharded"|"gathering"|"unsharded"|"resharded"}
 //   {"t":..,"rank":R,"kind":"step","step":s,"loss":x,"tokens":n,"step_time":seconds}
 //   {"t":..,"rank":R,"kind":"mark","text":"..."}
@@ -23,7 +25,7 @@
 
 namespace shardlab {
 
-enum class Lane : uint8_t { compute, comm };
+enum class Lane : uint8_t { compute, comm, copy };
 enum class UnitState : uint8_t { sharded, gathering, unsharded, resharded };
 const char* lane_name(Lane l);
 const char* unit_state_name(UnitState s);
@@ -51,7 +53,8 @@ class Recorder {
   void attach(MemoryTracker& tracker);
   void detach();
 
-  void mem(const MemoryTracker::Change& c);
+  // host: the change is in the rank's host-memory tier (written with "tier":"host").
+  void mem(const MemoryTracker::Change& c, bool host = false);
   // t_wait: when the caller waited on an async collective (-1 for blocking or compute spans).
   // wait_ns, last_rank: see "wait" and "last" above; -1 leaves them out.
   void span(Lane lane, const char* op, int unit, int64_t bytes, DType dtype, int64_t t_issue,

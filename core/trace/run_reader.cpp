@@ -39,6 +39,7 @@ int rank_of_file_name(const std::string& name) {
 Lane parse_lane(const std::string& s) {
   if (s == "compute") return Lane::compute;
   if (s == "comm") return Lane::comm;
+  if (s == "copy") return Lane::copy;
   SL_THROW(InvalidArgument, "unknown lane '", s, "'");
 }
 
@@ -76,10 +77,20 @@ std::string add_event_line(const std::string& line, int rank, RankTrace& rt,
     const std::string kind = json_string(j, "kind", where);
     int64_t t_seen = t;
     if (kind == "mem") {
-      rt.mem.push_back({t, parse_mem_category(json_string(j, "category", where)),
-                        json_int(j, "bytes", where, -kMaxBytes, kMaxBytes),
-                        json_int(j, "cat_total", where, -kMaxBytes, kMaxBytes),
-                        json_int(j, "total", where, -kMaxBytes, kMaxBytes)});
+      // "tier": "host" for the host-memory tier (--offload); absent in device events and runs
+      // recorded before there was a host tier.
+      bool host = false;
+      if (j.contains("tier")) {
+        const std::string tier = json_string(j, "tier", where);
+        if (tier != "host" && tier != "device")
+          return where + ": malformed event line (unknown memory tier '" + tier + "')";
+        host = tier == "host";
+      }
+      (host ? rt.host_mem : rt.mem)
+          .push_back({t, parse_mem_category(json_string(j, "category", where)),
+                      json_int(j, "bytes", where, -kMaxBytes, kMaxBytes),
+                      json_int(j, "cat_total", where, -kMaxBytes, kMaxBytes),
+                      json_int(j, "total", where, -kMaxBytes, kMaxBytes)});
     } else if (kind == "span") {
       SpanEvent s;
       s.lane = parse_lane(json_string(j, "lane", where));

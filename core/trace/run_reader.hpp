@@ -61,7 +61,8 @@ struct MarkEvent {
 // One rank's events in file order (the order they were recorded; mem events in the tracker's
 // order).
 struct RankTrace {
-  std::vector<MemEvent> mem;
+  std::vector<MemEvent> mem;       // device memory (events without a "tier")
+  std::vector<MemEvent> host_mem;  // the host tier ("tier":"host", --offload)
   std::vector<SpanEvent> spans;
   std::vector<UnitEvent> units;
   std::vector<StepEvent> steps;

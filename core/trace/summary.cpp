@@ -107,11 +107,26 @@ RankSummary summarize_rank(int rank, const RankTrace& rt) {
     }
   }
 
-  std::vector<Interval> compute, comm;
+  // The host tier (--offload), replayed the same way.
+  MemArray host_cur{};
+  for (const MemEvent& e : rt.host_mem) {
+    host_cur[static_cast<int>(e.category)] = e.cat_total;
+    if (e.total > r.host_peak_total) {
+      r.host_peak_total = e.total;
+      r.host_at_peak = host_cur;
+    }
+  }
+
+  std::vector<Interval> compute, comm, copy;
   std::map<CommKey, CommStat> by_op;
   for (const SpanEvent& s : rt.spans) {
     if (s.lane == Lane::compute) {
       compute.emplace_back(s.t_start, s.t_end);
+      continue;
+    }
+    if (s.lane == Lane::copy) {
+      copy.emplace_back(s.t_start, s.t_end);
+      (s.op == "h2d" ? r.copy_h2d_bytes : r.copy_d2h_bytes) += s.bytes;
       continue;
     }
     comm.emplace_back(s.t_start, s.t_end);
@@ -126,6 +141,7 @@ RankSummary summarize_rank(int rank, const RankTrace& rt) {
   const std::vector<Interval> comm_u = interval_union(std::move(comm));
   r.compute_ns = total_length(compute_u);
   r.comm_ns = total_length(comm_u);
+  r.copy_ns = total_length(interval_union(std::move(copy)));
   r.exposed_comm_ns = length_not_covered(comm_u, compute_u);
   r.exposed_comm_fraction =
       r.comm_ns > 0 ? static_cast<double>(r.exposed_comm_ns) / static_cast<double>(r.comm_ns) : 0.0;
@@ -251,6 +267,15 @@ json summary_to_json(const RunSummary& s) {
                      {"exposed_comm_ns", r.exposed_comm_ns},
                      {"exposed_comm_fraction", r.exposed_comm_fraction},
                      {"comm", comm_json(r.comm)}});
+  for (size_t k = 0; k < s.ranks.size(); ++k) {
+    const RankSummary& r = s.ranks[k];
+    if (r.host_peak_total == 0 && r.copy_h2d_bytes == 0 && r.copy_d2h_bytes == 0) continue;
+    ranks[k]["host_peak_total_bytes"] = r.host_peak_total;
+    ranks[k]["host_at_peak_bytes"] = mem_json(r.host_at_peak);
+    ranks[k]["copy_h2d_bytes"] = r.copy_h2d_bytes;
+    ranks[k]["copy_d2h_bytes"] = r.copy_d2h_bytes;
+    ranks[k]["copy_ns"] = r.copy_ns;
+  }
   j["ranks"] = std::move(ranks);
   j["stragglers"] = stragglers_to_json(s.stragglers);
   return j;
@@ -349,6 +374,30 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
   os << "\n";
   print_mem_table("breakdown at the overall peak", s, true, os);
   os << "\n";
+  // The host tier, apart from device memory (--offload): only when the run has one.
+  bool host = false;
+  for (const RankSummary& r : s.ranks)
+    host = host || r.host_peak_total > 0 || r.copy_h2d_bytes > 0 || r.copy_d2h_bytes > 0;
+  if (host) {
+    os << "host memory and copies between tiers (--offload)\n";
+    std::snprintf(buf, sizeof buf, "%-5s %12s %12s %12s %12s %12s %12s %12s\n", "rank",
+                  "device peak", "host peak", "host params", "host grads", "host optim", "h2d/step",
+                  "d2h/step");
+    os << buf;
+    for (const RankSummary& r : s.ranks) {
+      const int64_t div = r.steps > 0 ? r.steps : 1;
+      std::snprintf(
+          buf, sizeof buf, "%-5d %12s %12s %12s %12s %12s %12s %12s\n", r.rank,
+          format_bytes(r.peak_total).c_str(), format_bytes(r.host_peak_total).c_str(),
+          format_bytes(r.host_at_peak[static_cast<int>(MemCategory::params)]).c_str(),
+          format_bytes(r.host_at_peak[static_cast<int>(MemCategory::grads)]).c_str(),
+          format_bytes(r.host_at_peak[static_cast<int>(MemCategory::optimizer_state)]).c_str(),
+          format_bytes(r.copy_h2d_bytes / div).c_str(),
+          format_bytes(r.copy_d2h_bytes / div).c_str());
+      os << buf;
+    }
+    os << "\n";
+  }
 
   // "sent" is what a rank sends (ring traffic), the figure the demo and the lessons print;
   // "buffer" is the collective's size as nccl-tests count it, the base of busbw.

@@ -34,13 +34,19 @@ struct CommStat {
 
 struct RankSummary {
   int rank = 0;
-  int steps = 0;                // step events of this rank
-  MemArray peak{};              // each category's own peak (they may peak at different times)
-  int64_t peak_total = 0;       // the highest total
-  MemArray at_peak{};           // the categories at the first moment the total reached peak_total
-  int64_t compute_ns = 0;       // length of the union of compute-lane spans
-  int64_t comm_ns = 0;          // length of the union of comm-lane spans
-  int64_t exposed_comm_ns = 0;  // length of (union of comm) minus (union of compute)
+  int steps = 0;           // step events of this rank
+  MemArray peak{};         // each category's own peak (they may peak at different times)
+  int64_t peak_total = 0;  // the highest total
+  MemArray at_peak{};      // the categories at the first moment the total reached peak_total
+  // The host-memory tier (--offload; all 0 without it): its highest total and categories then.
+  int64_t host_peak_total = 0;
+  MemArray host_at_peak{};
+  // Copies between host and device memory (copy-lane spans): bytes by direction, and time.
+  int64_t copy_h2d_bytes = 0, copy_d2h_bytes = 0;
+  int64_t copy_ns = 0;               // length of the union of copy-lane spans
+  int64_t compute_ns = 0;            // length of the union of compute-lane spans
+  int64_t comm_ns = 0;               // length of the union of comm-lane spans
+  int64_t exposed_comm_ns = 0;       // length of (union of comm) minus (union of compute)
   double exposed_comm_fraction = 0;  // exposed_comm_ns / comm_ns, 0 without comm
   std::vector<CommStat> comm;        // sorted by op, then dtype
 };

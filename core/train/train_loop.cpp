@@ -150,7 +150,7 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
   std::vector<double> step_seconds;
   std::string last_ckpt;
   double ckpt_seconds = 0.0;
-  if (printer) print_step_header(out);
+  if (printer) print_step_header(out, cfg.engine.offload != Offload::none);
 
   const double t0 = now_s();
   double t_line = t0;
@@ -178,9 +178,10 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
     const bool line_due = (s + 1) % every == 0 || s + 1 == cfg.steps;
     if (printer && line_due) {
       const double dt = seconds_since(t_line);
+      const MemoryTracker* host = stepper.engine().host_tracker();
       print_step_line(
           out, {s + 1, loss_sum / since_line, lr, dt > 0 ? since_line * tokens_per_step / dt : 0.0,
-                ctx.tracker->peak_total()});
+                ctx.tracker->peak_total(), host ? host->peak_total() : -1});
       t_line = now_s();
     }
     if (line_due) {
@@ -216,6 +217,12 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
   r.peak_by_category = ctx.tracker->at_peak();
   r.peak_each_category = ctx.tracker->peak_all();
   r.comm_bytes_per_step = stepper.last().comm_total();
+  if (const MemoryTracker* host = stepper.engine().host_tracker()) {
+    r.host_peak_bytes = host->peak_total();
+    r.host_peak_by_category = host->at_peak();
+    r.copy_h2d_per_step = stepper.last().copy_h2d;
+    r.copy_d2h_per_step = stepper.last().copy_d2h;
+  }
   r.run_dir = trace.path();
   r.last_checkpoint = last_ckpt;
   r.checkpoint_seconds = ckpt_seconds;

@@ -57,6 +57,11 @@ void print_parallel_line(std::ostream& out, const TrainConfig& cfg, int world,
   if (e.clip > 0) out << ", clip " << e.clip;
   if (e.act_ckpt) out << ", activation checkpointing";
   if (cfg.mem_limit > 0) out << ", memory limit " << format_bytes(cfg.mem_limit) << "/rank";
+  if (e.offload != Offload::none) {
+    out << ", offload " << offload_name(e.offload);
+    if (e.host_mem_limit > 0)
+      out << ", host memory limit " << format_bytes(e.host_mem_limit) << "/rank";
+  }
   out << "\n\n";
 }
 
@@ -80,7 +85,8 @@ void print_run_summary(std::ostream& out, const TrainResult& r, const MemoryTrac
     out << "sent " << format_bytes(r.comm_bytes_per_step)
         << " per step per rank (rank 0, last step; all-gathers, reduce-scatters and "
            "all-reduces)\n";
-  out << "peak memory " << format_bytes(r.peak_bytes) << " (";
+  out << (r.host_peak_bytes >= 0 ? "device peak " : "peak memory ") << format_bytes(r.peak_bytes)
+      << " (";
   MemArray at = tracker.at_peak();
   bool first = true;
   for (int c = 0; c < kNumMemCategories; ++c) {
@@ -90,6 +96,18 @@ void print_run_summary(std::ostream& out, const TrainResult& r, const MemoryTrac
     first = false;
   }
   out << ")\n";
+  if (r.host_peak_bytes >= 0) {  // the host tier (--offload), apart from device memory
+    out << "host peak " << format_bytes(r.host_peak_bytes) << " (";
+    first = true;
+    for (int c = 0; c < kNumMemCategories; ++c) {
+      if (r.host_peak_by_category[c] == 0) continue;
+      out << (first ? "" : ", ") << mem_category_name(static_cast<MemCategory>(c)) << " "
+          << format_bytes(r.host_peak_by_category[c]);
+      first = false;
+    }
+    out << "); copied per step: host to device " << format_bytes(r.copy_h2d_per_step)
+        << ", device to host " << format_bytes(r.copy_d2h_per_step) << "\n";
+  }
   if (!r.last_checkpoint.empty())
     out << "checkpoint: " << r.last_checkpoint << " (saving took "
         << fmt("%.2f", r.checkpoint_seconds) << " s in all)\n";
@@ -107,6 +125,8 @@ nlohmann::json train_config_json(const TrainConfig& cfg) {
           {"accum", cfg.accum},
           {"accum_mode", accum_mode_name(e.accum_mode)},
           {"wrap", e.wrap},
+          {"offload", offload_name(e.offload)},
+          {"host_mem_limit", e.host_mem_limit},
           {"prefetch", e.prefetch},
           {"max_inflight_gathers", e.max_inflight_gathers},
           {"param_dtype", dtype_name(e.param_dtype)},

@@ -345,17 +345,22 @@ int64_t TrainConfig::print_interval() const {
 
 // ---- printing -----------------------------------------------------------------------------------
 
-void print_step_header(std::ostream& out) {
-  out << "  step |     loss |       lr |   tokens/s | peak MiB\n"
-      << "-------+----------+----------+------------+---------\n";
+void print_step_header(std::ostream& out, bool host) {
+  out << "  step |     loss |       lr |   tokens/s | peak MiB" << (host ? " | host MiB" : "")
+      << "\n"
+      << "-------+----------+----------+------------+---------" << (host ? "+---------" : "")
+      << "\n";
 }
 
 void print_step_line(std::ostream& out, const StepLine& l) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "%6lld | %8.4f | %8.2e | %10.0f | %8.1f\n",
-                static_cast<long long>(l.step), l.loss, l.lr, l.tokens_per_s,
-                static_cast<double>(l.peak_bytes) / (1024.0 * 1024.0));
-  out << buf;
+  char buf[160];
+  int n = std::snprintf(buf, sizeof buf, "%6lld | %8.4f | %8.2e | %10.0f | %8.1f",
+                        static_cast<long long>(l.step), l.loss, l.lr, l.tokens_per_s,
+                        static_cast<double>(l.peak_bytes) / (1024.0 * 1024.0));
+  if (l.host_peak_bytes >= 0 && n > 0 && n < static_cast<int>(sizeof buf))
+    std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), " | %8.1f",
+                  static_cast<double>(l.host_peak_bytes) / (1024.0 * 1024.0));
+  out << buf << "\n";
   out.flush();
 }
 

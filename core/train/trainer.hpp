@@ -140,11 +140,13 @@ struct StepLine {
   int64_t step = 0;   // 1-based
   double loss = 0.0;  // mean over the steps since the previous line
   float lr = 0.0f;
-  double tokens_per_s = 0.0;  // over the steps since the previous line
-  int64_t peak_bytes = 0;     // tracker peak so far
+  double tokens_per_s = 0.0;     // over the steps since the previous line
+  int64_t peak_bytes = 0;        // tracker peak so far
+  int64_t host_peak_bytes = -1;  // the host tier's peak so far (--offload), -1: no host tier
 };
-// The header and the line, fixed width: "  step |     loss |       lr |  tokens/s | peak MiB".
-void print_step_header(std::ostream& out);
+// The header and the line, fixed width: "  step |     loss |       lr |  tokens/s | peak MiB",
+// with " | host MiB" after it when host is set (--offload).
+void print_step_header(std::ostream& out, bool host = false);
 void print_step_line(std::ostream& out, const StepLine& line);
 
 struct TrainResult {
@@ -162,9 +164,14 @@ struct TrainResult {
   MemArray peak_by_category{};      // rank 0: each category at the moment of the peak
   MemArray peak_each_category{};    // rank 0: each category's own peak
   int64_t comm_bytes_per_step = 0;  // rank 0: bytes sent into collectives in the last step
-  std::string run_dir;              // where the trace went (empty when none)
-  std::string last_checkpoint;      // the newest checkpoint this run saved (empty when none)
-  double checkpoint_seconds = 0;    // time spent saving (not in seconds or tokens_per_s)
+  // The host tier (--offload; rank 0): its peak (-1 without a host tier), the categories at that
+  // moment, and the bytes copied between the tiers in the last step, by direction.
+  int64_t host_peak_bytes = -1;
+  MemArray host_peak_by_category{};
+  int64_t copy_h2d_per_step = 0, copy_d2h_per_step = 0;
+  std::string run_dir;            // where the trace went (empty when none)
+  std::string last_checkpoint;    // the newest checkpoint this run saved (empty when none)
+  double checkpoint_seconds = 0;  // time spent saving (not in seconds or tokens_per_s)
 };
 
 // Trains as cfg says: launches the ranks (backend, device), runs the FSDP engine on each, prints

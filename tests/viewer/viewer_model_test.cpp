@@ -202,6 +202,22 @@ TEST(ViewerRunModel, EmptyAndPartialRuns) {
   EXPECT_EQ(p.summary.n_steps, 2);
 }
 
+TEST(ViewerRunModel, HostTierIsApartFromDeviceMemory) {
+  // --offload's host-tier events build their own series; the device series does not see them.
+  testing::SyntheticOptions o;
+  o.ranks = 2;
+  o.steps = 2;
+  RunData run = testing::make_synthetic_run(o);
+  const int64_t device_peak = build_run_model(run).ranks[0].mem.peak_total;
+  run.ranks[0].host_mem.push_back({10, MemCategory::optimizer_state, 4096, 4096, 4096});
+  run.ranks[0].host_mem.push_back({20, MemCategory::workspace, 512, 512, 4608});
+  run.ranks[0].host_mem.push_back({30, MemCategory::workspace, -512, 0, 4096});
+  const RunModel m = build_run_model(run);
+  EXPECT_EQ(m.ranks[0].mem.peak_total, device_peak);
+  EXPECT_EQ(m.ranks[0].host_mem.peak_total, 4608);
+  EXPECT_EQ(m.ranks[1].host_mem.peak_total, 0);
+}
+
 TEST(ViewerLayout, PanelsTileTheWindow) {
   for (int n : {1, 2, 3}) {
     PanelLayout L = layout_panels(1600, 1000, n);

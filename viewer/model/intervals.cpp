@@ -58,7 +58,8 @@ int64_t total_length(const std::vector<Interval>& u) {
 ExposedComm exposed_comm(const std::vector<SpanEvent>& spans) {
   std::vector<Interval> comm, compute;
   for (const SpanEvent& s : spans)
-    (s.lane == Lane::comm ? comm : compute).push_back({s.t_start, s.t_end});
+    if (s.lane != Lane::copy)  // copies between host and device memory are neither
+      (s.lane == Lane::comm ? comm : compute).push_back({s.t_start, s.t_end});
   ExposedComm e;
   e.comm = union_of(std::move(comm));
   e.compute = union_of(std::move(compute));

@@ -125,6 +125,7 @@ RunModel build_run_model(const RunData& run) {
     rm.t_last = tr.t_last;
     for (const SpanEvent& s : tr.spans) rm.t_last = std::max(rm.t_last, s.t_end);
     rm.mem = build_memory_series(tr.mem);
+    rm.host_mem = build_memory_series(tr.host_mem);
     rm.bars = build_rank_bars(tr.spans);
     rm.units = build_unit_strips(tr.units, rm.t_last);
     rm.exposed = exposed_comm(tr.spans);

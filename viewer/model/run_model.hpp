@@ -51,6 +51,7 @@ struct OpStats {
 
 struct RankModel {
   MemorySeries mem;
+  MemorySeries host_mem;  // the host tier (--offload; empty without), apart from device memory
   RankBars bars;
   UnitStrips units;
   ExposedComm exposed;

@@ -63,6 +63,12 @@ void show_memory_panel(ViewerState& s) {
       if (!s.overlay_ranks && row_h >= 34) {
         std::string peak = "peak " + format_bytes_short(m.ranks[row].mem.peak_total);
         dl->AddText(v2(c.x, top + 16), col(kDim), peak.c_str());
+        // The host tier (--offload): its peak under the device's, never drawn into the curve.
+        const int64_t host = m.ranks[row].host_mem.peak_total;
+        if (host > 0 && row_h >= 48) {
+          std::string h = "host " + format_bytes_short(host);
+          dl->AddText(v2(c.x, top + 30), col(kDim), h.c_str());
+        }
       }
       std::string scale = format_bytes_short(v_max);
       dl->AddText(
