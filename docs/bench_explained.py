@@ -1,22 +1,21 @@
 """The traced runs behind "Why these results" in docs/bench/README.md.
 
-`make docs-figures` runs it through docs/figures.py (figure `bench-explained`); alone:
+`make docs-figures` runs it (figure `bench-explained`); alone, with the page rewritten:
 
-    python3 docs/bench_explained.py [--build build]
+    python3 docs/figures.py bench-explained
 
 The benchmark tables say how long a step takes; they do not say where the time went. This trains
 the benchmark's shapes with `shardlab train` (tracing on), splits every step of every rank into
 forward, backward, optimizer, communication and exposed communication from the run's spans, and
 prints the tables the page quotes, plus a screenshot of the MPI pair with the optimizer steps
 marked (docs/bench/explained_mpi_n2.png). Needs mpirun and xvfb-run."""
-import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from figures import ROOT, run as sh  # noqa: E402  (the scratch runner of all figures)
 SKIP = 2  # warm-up steps left out, as the benchmarks leave theirs out
 MPIRUN = "mpirun --allow-run-as-root --oversubscribe -np 2"
 
@@ -31,17 +30,6 @@ PREFETCH_RUNS = [(p, "build/bin/shardlab train --model tiny --ranks 4 --batch 16
                  for p in (1, 0)]
 SHOT = ("xvfb-run -a -s '-screen 0 1920x1200x24' build/bin/shardlab-viewer runs/bx-mpi-no_shard "
         "runs/bx-mpi-full_shard --at-step 6 --width 1800 --height 1000 --screenshot {png}")
-
-
-def sh(cmd, cwd):
-    print(f"  $ {cmd}", flush=True)
-    p = subprocess.run(["bash", "-c", cmd], cwd=cwd, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True,
-                       env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
-    if p.returncode != 0:
-        sys.exit(f"docs/bench_explained.py: `{cmd}` exited with {p.returncode}:\n"
-                 f"{p.stdout[-3000:]}")
-    return p.stdout
 
 
 def union(intervals):
@@ -158,19 +146,3 @@ def make(cwd):
               f"*Made by `make docs-figures` (docs/bench_explained.py), load average {load} on "
               "2 cores when it finished.*"]
     return "\n".join(lines)
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default="build")
-    a = ap.parse_args()
-    build = os.path.abspath(os.path.join(ROOT, a.build))
-    scratch = os.path.join(build, "docs-figures")
-    os.makedirs(scratch, exist_ok=True)
-    if not os.path.islink(os.path.join(scratch, "build")):
-        os.symlink(build, os.path.join(scratch, "build"))
-    print(make(scratch))
-
-
-if __name__ == "__main__":
-    main()

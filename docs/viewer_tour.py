@@ -1,21 +1,20 @@
 """The pictures and numbered callouts of docs/viewer-tour.md.
 
-`make docs-figures` runs it through docs/figures.py (figure `viewer-tour`); alone:
+`make docs-figures` runs it (figure `viewer-tour`); alone, with the page rewritten:
 
-    python3 docs/viewer_tour.py [--build build]
+    python3 docs/figures.py viewer-tour
 
 It trains three short runs (DDP and FSDP side by side, and FSDP with one slow rank), reads their
 events the way the viewer does, picks the moments the page talks about (the most exposed
 all-gather, the memory peak, a unit gathered again for backward, ...), asks the viewer for
 screenshots with a numbered mark on each (`shardlab-viewer --mark`), and prints the page's
 callout list with the numbers of these runs. Needs xvfb-run (Debian: xvfb xauth)."""
-import argparse
 import json
 import os
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from figures import ROOT, run as sh  # noqa: E402  (the scratch runner of all figures)
 IMG = os.path.join(ROOT, "docs", "img")
 MiB = 1 << 20
 STEP = 4  # the step every picture shows: past the first steps' warm-up
@@ -29,16 +28,6 @@ RUNS = {
 }
 VIEWER = ("xvfb-run -a -s '-screen 0 1920x1500x24' build/bin/shardlab-viewer {runs} "
           f"--at-step {STEP} --width 1800 --height 1400 --screenshot {{png}}")
-
-
-def sh(cmd, cwd):
-    print(f"  $ {cmd}", flush=True)
-    p = subprocess.run(["bash", "-c", cmd], cwd=cwd, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True,
-                       env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
-    if p.returncode != 0:
-        sys.exit(f"docs/viewer_tour.py: `{cmd}` exited with {p.returncode}:\n{p.stdout[-3000:]}")
-    return p.stdout
 
 
 class Run:
@@ -328,19 +317,3 @@ def make(cwd, build_dir="build"):
               f"{' '.join(load)} on 2 cores: the durations move from run to run; the structure "
               f"does not.*"]
     return "\n".join(block)
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default="build")
-    a = ap.parse_args()
-    build = os.path.abspath(os.path.join(ROOT, a.build))
-    scratch = os.path.join(build, "docs-figures")
-    os.makedirs(scratch, exist_ok=True)
-    if not os.path.islink(os.path.join(scratch, "build")):
-        os.symlink(build, os.path.join(scratch, "build"))
-    print(make(scratch))
-
-
-if __name__ == "__main__":
-    main()
