@@ -73,25 +73,19 @@ void bm_capacity(benchmark::State& state, Strategy s) {
   state.counters["trials"] = r.trials;
 }
 
-std::vector<int> parse_ints(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(std::stoi(item));
-  return out;
-}
-
 // Takes this program's own flags out of argv (Google Benchmark rejects unknown ones).
 void parse_own_flags(int* argc, char** argv) {
   int out = 1;
   for (int i = 1; i < *argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--ranks=", 0) == 0) {
-      g_opts.ranks = parse_ints(a.substr(8));
+      g_opts.ranks.clear();
+      for (const std::string& r : split_list(a.substr(8)))
+        g_opts.ranks.push_back(int_flag("--ranks", r, 1));
     } else if (a.rfind("--limit_mib=", 0) == 0) {
       g_opts.limit_mib = std::stoll(a.substr(12));
     } else if (a.rfind("--width=", 0) == 0) {
-      g_opts.width = std::stoi(a.substr(8));
+      g_opts.width = int_flag("--width", a.substr(8), 1);
     } else {
       argv[out++] = argv[i];
     }

@@ -163,32 +163,10 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
   set_bytes(state, "rss_peak", static_cast<double>(rep.rss_peak));
 }
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 struct Options {
   std::vector<std::string> presets{"tiny", "small"};
   std::vector<int> ranks{1, 2, 4, 8};
 };
-
-// The integer value of a flag, at least `lowest`; anything else is an InvalidArgument naming it.
-int int_flag(const char* flag, const std::string& v, int lowest) {
-  size_t used = 0;
-  int x = 0;
-  try {
-    x = std::stoi(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v.size() || x < lowest)
-    SL_THROW(InvalidArgument, flag, "=", v, ": expected an integer >= ", lowest);
-  return x;
-}
 
 // Takes this program's own flags out of argv (Google Benchmark rejects unknown ones).
 Options parse_own_flags(int* argc, char** argv) {
@@ -200,7 +178,8 @@ Options parse_own_flags(int* argc, char** argv) {
       o.presets = split_list(a.substr(10));
     } else if (a.rfind("--ranks=", 0) == 0) {
       o.ranks.clear();
-      for (const std::string& r : split_list(a.substr(8))) o.ranks.push_back(std::stoi(r));
+      for (const std::string& r : split_list(a.substr(8)))
+        o.ranks.push_back(int_flag("--ranks", r, 1));
     } else if (a.rfind("--trace=", 0) == 0) {
       g_trace = a.substr(8) != "0";
     } else if (a.rfind("--mpi_steps=", 0) == 0) {

@@ -104,28 +104,6 @@ void bm_wrap(benchmark::State& state, const PresetRun* preset, std::string wrap,
   state.counters["params"] = static_cast<double>(rep.params);
 }
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-// "--ranks=4" -> 4; anything but a whole number is an error naming the flag.
-int parse_int(const std::string& flag, const std::string& text) {
-  size_t used = 0;
-  int v = 0;
-  try {
-    v = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size())
-    SL_THROW(InvalidArgument, flag, "=", text, ": not a whole number");
-  return v;
-}
-
 // Takes this program's own flags out of argv (Google Benchmark rejects unknown ones).
 Options parse_own_flags(int* argc, char** argv) {
   Options o;
@@ -137,9 +115,9 @@ Options parse_own_flags(int* argc, char** argv) {
     } else if (a.rfind("--wraps=", 0) == 0) {
       o.wraps = split_list(a.substr(8));
     } else if (a.rfind("--ranks=", 0) == 0) {
-      o.ranks = parse_int("--ranks", a.substr(8));
+      o.ranks = int_flag("--ranks", a.substr(8), 1);
     } else if (a.rfind("--prefetch=", 0) == 0) {
-      o.prefetch = parse_int("--prefetch", a.substr(11));
+      o.prefetch = int_flag("--prefetch", a.substr(11), 0);
     } else {
       argv[out++] = argv[i];
     }

@@ -10,10 +10,38 @@
 #include <cstring>
 #include <initializer_list>
 #include <iostream>
+#include <sstream>
 #include <streambuf>
 #include <string>
+#include <vector>
+
+#include "core/base/error.hpp"
 
 namespace shardlab::bench {
+
+// "tiny,small" -> {"tiny", "small"}; empty items are dropped.
+inline std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// The integer value of a flag, at least `lowest`; anything else is an InvalidArgument naming it
+// ("--ranks=x: expected an integer >= 1").
+inline int int_flag(const char* flag, const std::string& v, int lowest) {
+  size_t used = 0;
+  int x = 0;
+  try {
+    x = std::stoi(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != v.size() || x < lowest)
+    SL_THROW(InvalidArgument, flag, "=", v, ": expected an integer >= ", lowest);
+  return x;
+}
 
 struct OwnFlag {
   const char* flag;  // "--ranks=1,2,4,8": the flag with its default value
