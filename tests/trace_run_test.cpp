@@ -398,6 +398,14 @@ TEST(TraceRunDir, DefaultNameFromStrategyWorldAndTime) {
             "full_shard-n4-20240506-070809");
   EXPECT_EQ(default_run_name(json::object(), t), "run-20240506-070809");
   EXPECT_EQ(default_run_name({{"strategy", "../x y"}}, t), ".._x_y-20240506-070809");
+  // A simulated run is named by the ranks it stands for, not the one rank that ran.
+  EXPECT_EQ(
+      default_run_name(
+          {{"strategy", "full_shard"}, {"world_size", 1}, {"simulated", {{"ranks", 1024}}}}, t),
+      "sim-full_shard-n1024-20240506-070809");
+  EXPECT_EQ(default_run_name(
+                {{"strategy", "no_shard"}, {"world_size", 8}, {"simulated", json::object()}}, t),
+            "sim-no_shard-n8-20240506-070809");
 
   // Two runs in the same second under one root get distinct directories.
   const fs::path root = fresh_dir("trace_root");

@@ -51,17 +51,21 @@ std::string default_run_name(const json& meta, std::time_t now) {
   std::string name = "run";
   auto it = meta.find("strategy");
   if (it != meta.end() && it->is_string()) name = safe_path_part(it->get<std::string>());
-  // A simulated run: "sim-<strategy>-n<simulated ranks>-...".
+  // A simulated run: "sim-<strategy>-n<simulated ranks>-...". The ranks come from whichever
+  // object holds them, so each lookup is checked against its own container's end.
+  const json* ranks = nullptr;
   const auto sim = meta.find("simulated");
   if (sim != meta.end() && sim->is_object()) {
     name = "sim-" + name;
-    it = sim->find("ranks");
-    if (it == sim->end()) it = meta.find("world_size");
-  } else {
-    it = meta.find("world_size");
+    const auto r = sim->find("ranks");
+    if (r != sim->end()) ranks = &*r;
+  }
+  if (ranks == nullptr) {
+    const auto w = meta.find("world_size");
+    if (w != meta.end()) ranks = &*w;
   }
   // dump() writes the integer's own digits: get<int>() would wrap a world_size above 2^31.
-  if (it != meta.end() && it->is_number_integer()) name += "-n" + it->dump();
+  if (ranks != nullptr && ranks->is_number_integer()) name += "-n" + ranks->dump();
   std::tm tm{};
   localtime_r(&now, &tm);
   char stamp[32];
