@@ -12,6 +12,10 @@ const char* device_kind_name(DeviceKind k) {
   return "?";
 }
 
+std::unique_ptr<Device> Device::make_host_tier(MemoryTracker& host_tracker) const {
+  return make_cpu_device(host_tracker);
+}
+
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {
     reset();

@@ -60,6 +60,10 @@ class Device {
   // False for the MetaDevice: buffers have addresses but no bytes behind them, so nothing may
   // fill them from the host (initial values) or depend on what they hold.
   virtual bool holds_data() const { return true; }
+  // The host memory tier beside this device (--offload): a device over `host_tracker` whose
+  // buffers live in host memory and whose kernels run on the host. The CPU device's tier is a
+  // second CPU device; a GPU's is pinned host memory; the meta device's holds no bytes.
+  virtual std::unique_ptr<Device> make_host_tier(MemoryTracker& host_tracker) const;
   MemoryTracker& tracker() const { return tracker_; }
 
   // Uninitialised memory charged to `c`; throws OutOfMemory past the tracker's capacity.

@@ -43,7 +43,7 @@ Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,
       Recorder* r = rec;
       host_tracker->set_listener([r](const MemoryTracker::Change& ch) { r->mem(ch, true); });
     }
-    host_dev = make_cpu_device(*host_tracker);
+    host_dev = dev.make_host_tier(*host_tracker);
     if (cfg.offload == Offload::params && !gathers())
       SL_THROW(InvalidArgument, "--offload params needs a shard group of 2 or more ranks (",
                strategy_name(cfg.strategy), " on ", world.size(), " ranks, group ", mesh.shard_size,
