@@ -80,6 +80,7 @@ expect() {
 record() {
   local name=$1 rc=$2 first=$3 verdict=$4 out=$5
   first=${first//$WORK/\$WORK}
+  first=${first//$BIN/\$BIN}  # the table reads the same from any checkout
   first=${first//|/\\|}
   [ ${#first} -gt 160 ] && first="${first:0:157}..."
   rows+=("| $group | $name | $rc | \`$first\` | $verdict |")
