@@ -56,16 +56,25 @@ def load_avg():
 
 
 class Cache:
+    """results.json; stages may run as separate processes at once, so each put re-reads the file
+    under its own lock and merges one key."""
+
     def __init__(self, path):
         self.path = path
-        self.data = json.load(open(path)) if os.path.exists(path) else {}
+        self.data = self._read()
+
+    def _read(self):
+        return json.load(open(self.path)) if os.path.exists(self.path) else {}
 
     def put(self, key, value):
-        self.data[key] = value
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.data, f, indent=1, sort_keys=True)
-        os.replace(tmp, self.path)
+        with open(self.path + ".lock", "a") as lk:
+            fcntl.flock(lk, fcntl.LOCK_EX)
+            self.data = self._read()
+            self.data[key] = value
+            tmp = self.path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(self.data, f, indent=1, sort_keys=True)
+            os.replace(tmp, self.path)
 
 
 class Locked:
@@ -191,22 +200,26 @@ def stage_predict(a, cache):
     runs = os.path.join(a.work, "runs")
     os.makedirs(runs, exist_ok=True)
     for m, b, n, strategy, pf in configs():
-        if f"measured/{m}/{b}/{n}/{strategy}/{pf}" not in cache.data:
+        real = os.path.join(runs, run_name(m, b, n, strategy, pf))
+        if not os.path.exists(os.path.join(real, "summary.json")):
             continue
-        sim = os.path.join(runs, run_name(m, b, n, strategy, pf) + "-sim")
+        cache.put(f"measured/{m}/{b}/{n}/{strategy}/{pf}", {"ms": median_step_ms(real)})
+        sim = real + "-sim"
         run(sim_cmd(a, m, b, n, strategy, pf, sim))
         cache.put(f"predicted/{m}/{b}/{n}/{strategy}/{pf}", {"ms": median_step_ms(sim)})
+    for backend in ("local", "mpi"):
+        predict_collectives(a, cache, backend)
     if "netns/links" in cache.data:
         spec = netns_spec(a, cache)
         for model, label, opts in netns_configs():
-            key = f"netns/{model}/{label}"
-            if key not in cache.data:
+            real = os.path.join(runs, f"netns-{model}-{label.split()[0]}")
+            if not os.path.exists(os.path.join(real, "summary.json")):
                 continue
-            sim = os.path.join(runs, f"netns-{model}-{label.split()[0]}-sim")
+            sim = real + "-sim"
             run([os.path.join(a.bin, "shardlab"), "simulate", "--cluster", spec, "--ranks", "4",
                  *opts, "--run-dir", sim, "--overwrite"])
-            r = dict(cache.data[key], predicted_ms=median_step_ms(sim))
-            cache.put(key, r)
+            cache.put(f"netns/{model}/{label}", {"measured_ms": median_step_ms(real),
+                                                 "predicted_ms": median_step_ms(sim)})
 
 
 def stage_collectives(a, cache, backend):
@@ -219,6 +232,16 @@ def stage_collectives(a, cache, backend):
         cmd = mpi_prefix(2) + cmd
     with Locked(f"collectives {backend}") as lk:
         run(cmd)
+    cache.put(f"coll/{backend}/load", [lk.load_before, lk.load_after])
+    cache.put(f"coll/{backend}/command", " ".join(cmd))
+    predict_collectives(a, cache, backend)
+
+
+def predict_collectives(a, cache, backend):
+    """bench_collectives' measured times (its JSON) beside the topology model's."""
+    out = os.path.join(a.work, f"collectives-{backend}.json")
+    if not os.path.exists(out):
+        return
     measured = {}
     for b in json.load(open(out))["benchmarks"]:
         op = b["name"].split("/")[0]
@@ -234,8 +257,6 @@ def stage_collectives(a, cache, backend):
             cache.put(f"coll/{backend}/{r['op']}/{r['bytes']}",
                       {"measured_s": measured[k], "predicted_s": r["seconds"],
                        "algorithm": r["algorithm"]})
-    cache.put(f"coll/{backend}/load", [lk.load_before, lk.load_after])
-    cache.put(f"coll/{backend}/command", " ".join(cmd))
 
 
 # ---- two "nodes" over a slow link: network namespaces joined by a veth pair limited by tc ------

@@ -206,7 +206,7 @@ KernelFit measure_kernel_efficiency(const CalibrateOptions& o, double copy_bw, s
 }
 
 // all_gather of the whole buffer `S` bytes on the launched ranks, `reps` times on every rank (the
-// ranks must agree on the number of calls); rank 0's best time.
+// ranks must agree on the number of calls); rank 0's best time, or this process's rank's under MPI.
 double time_all_gather(const CalibrateOptions& o, int64_t S, int reps) {
   double best = 0;
   LaunchOptions lo;
@@ -223,7 +223,10 @@ double time_all_gather(const CalibrateOptions& o, int64_t S, int reps) {
       ctx.comm->all_gather(p + ctx.rank * count * 4, p, count, DType::f32);
       if (i > 0) t_best = std::min(t_best, since(t));
     }
-    if (ctx.rank == 0) best = t_best;
+    // Local ranks are threads of this process: rank 0's time. Under MPI this process is one rank
+    // and has only its own time (taking rank 0's left the other processes with 0, an infinite
+    // bandwidth, and they write --out too).
+    if (ctx.rank == 0 || o.backend != "local") best = t_best;
   });
   return best;
 }
