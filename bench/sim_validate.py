@@ -136,8 +136,8 @@ def stage_calibrate(a, cache):
             if backend == "mpi":
                 cmd = mpi_prefix(2) + cmd
             p = run(cmd)
-            print(p.stdout, end="")
-            cache.put(f"calibrate/{backend}", {"log": p.stdout, "command": " ".join(cmd)})
+            print(p.stderr, end="")  # calibrate logs its measurements on stderr
+            cache.put(f"calibrate/{backend}", {"log": p.stderr, "command": " ".join(cmd)})
     cache.put("calibrate/load", [lk.load_before, lk.load_after])
 
 
@@ -363,7 +363,7 @@ def stage_netns(a, cache):
                 cmd = netns_mpirun(a.work, agent, per_node, nodes) + [
                     shardlab, "calibrate", "--ranks", "2", "--backend", "mpi", "--out", out]
                 p = run(cmd)
-                print(p.stdout, end="")
+                print(p.stderr, end="")
                 specs[where] = json.load(open(out))
             links = {"intra_node": specs["intra"]["intra_node"],
                      "inter_node": specs["inter"]["inter_node"]}
@@ -380,6 +380,39 @@ def stage_netns(a, cache):
         cache.put("netns/load", [lk.load_before, lk.load_after])
     finally:
         netns_teardown()
+
+
+def span_phases(run_dir):
+    """Per step, the time of each (lane, op, root|block) span summed; the median over the steps
+    after the first. And the median step time."""
+    events = [json.loads(line) for line in open(os.path.join(run_dir, "rank0.jsonl"))]
+    ends = [e["t"] for e in events if e["kind"] == "step"]
+    per = {}
+    for e in events:
+        if e["kind"] != "span":
+            continue
+        step = next((i for i, t in enumerate(ends) if e["t_end"] <= t), None)
+        if step is None or step == 0:
+            continue
+        key = (e["lane"], e["op"], "root" if e.get("unit") == 0 else "blocks")
+        per.setdefault(key, {}).setdefault(step, 0.0)
+        per[key][step] += (e["t_end"] - e["t_start"]) / 1e6
+    return {k: statistics.median(v.values()) for k, v in per.items()}, median_step_ms(run_dir)
+
+
+def stage_phases(a, model, backend, n, strategy, pf):
+    """One configuration's spans, measured against simulated (the runs of the steps and predict
+    stages)."""
+    real = os.path.join(a.work, "runs", run_name(model, backend, int(n), strategy, int(pf)))
+    (m, m_step), (p, p_step) = span_phases(real), span_phases(real + "-sim")
+    print(f"{model} {backend} N={n} {strategy} prefetch {pf}: ms per step (median)\n")
+    print("| lane | span | units | measured | predicted | predicted / measured |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for k in sorted(set(m) | set(p)):
+        mv, pv = m.get(k, 0.0), p.get(k, 0.0)
+        ratio = f"{pv / mv:.2f}" if mv > 0 else "-"
+        print(f"| {k[0]} | {k[1]} | {k[2]} | {mv:.1f} | {pv:.1f} | {ratio} |")
+    print(f"| step | | | {m_step:.1f} | {p_step:.1f} | {p_step / m_step:.2f} |")
 
 
 def fmt_bytes(n):
@@ -480,7 +513,8 @@ def main():
     ap.add_argument("--bin", default="build/bin")
     ap.add_argument("--work", default="build/sim-validate")
     ap.add_argument("--out", default="docs/simulate-validation.md")
-    ap.add_argument("stage", choices=["calibrate", "steps", "collectives", "netns", "predict", "report", "all"])
+    ap.add_argument("stage", choices=["calibrate", "steps", "collectives", "netns", "predict", "phases", "report",
+                             "all"])
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
@@ -497,6 +531,10 @@ def main():
         if len(a.args) != 1 or a.args[0] not in ("local", "mpi"):
             sys.exit("sim_validate: collectives BACKEND (local|mpi)")
         stage_collectives(a, cache, a.args[0])
+    elif a.stage == "phases":
+        if len(a.args) != 5:
+            sys.exit("sim_validate: phases MODEL BACKEND N STRATEGY PREFETCH")
+        stage_phases(a, *a.args)
     elif a.stage == "netns":
         stage_netns(a, cache)
     elif a.stage == "predict":
