@@ -394,7 +394,8 @@ def span_phases(run_dir):
         step = next((i for i, t in enumerate(ends) if e["t_end"] <= t), None)
         if step is None or step == 0:
             continue
-        key = (e["lane"], e["op"], "root" if e.get("unit") == 0 else "blocks")
+        unit = e.get("unit", -1)
+        key = (e["lane"], e["op"], "root" if unit == 0 else ("blocks" if unit > 0 else "all"))
         per.setdefault(key, {}).setdefault(step, 0.0)
         per[key][step] += (e["t_end"] - e["t_start"]) / 1e6
     return {k: statistics.median(v.values()) for k, v in per.items()}, median_step_ms(run_dir)
