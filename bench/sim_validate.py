@@ -117,33 +117,42 @@ def run(cmd, env_extra=None, check=True):
     return p
 
 
-def spec_path(work, backend, ranks):
-    """The calibrated spec of `backend`; for N = 4 a copy with ranks_per_node = 4 (the same link
-    constants: the 2-core machine as one node of 4 ranks, which is what the model misses)."""
+def spec_path(work, backend, ranks, model=None):
+    """The calibrated spec of `backend`: the one calibrated in the same turn of the lock as
+    `model`'s steps where there is one (this shared machine's speed changes by 2x within an hour,
+    so a calibration is paired with the measurement it predicts), else the calibrate stage's. For
+    N = 4 a copy with ranks_per_node = 4 (the same link constants: the 2-core machine as one node
+    of 4 ranks, which is what the model misses)."""
     base = os.path.join(work, f"this-machine-{backend}.json")
+    paired = os.path.join(work, f"this-machine-{backend}-{model}.json")
+    if model is not None and os.path.exists(paired):
+        base = paired
     if not os.path.exists(base):
         sys.exit(f"sim_validate: {base} missing: run the calibrate stage first")
     spec = json.load(open(base))
     if ranks <= spec["ranks_per_node"]:
         return base
     spec["ranks_per_node"] = ranks
-    out = os.path.join(work, f"this-machine-{backend}-n{ranks}.json")
+    out = base[:-len(".json")] + f"-n{ranks}.json"
     with open(out, "w") as f:
         json.dump(spec, f, indent=1)
     return out
 
 
+def calibrate(a, cache, backend, out):
+    cmd = [os.path.join(a.bin, "shardlab"), "calibrate", "--ranks", "2", "--backend", backend,
+           "--out", out]
+    if backend == "mpi":
+        cmd = mpi_prefix(2) + cmd
+    p = run(cmd)
+    print(p.stderr, end="")  # calibrate logs its measurements on stderr
+    cache.put(f"calibrate/{os.path.basename(out)}", {"log": p.stderr, "command": " ".join(cmd)})
+
+
 def stage_calibrate(a, cache):
     with Locked("calibrate") as lk:
         for backend in ("local", "mpi"):
-            out = os.path.join(a.work, f"this-machine-{backend}.json")
-            cmd = [os.path.join(a.bin, "shardlab"), "calibrate", "--ranks", "2", "--backend",
-                   backend, "--out", out]
-            if backend == "mpi":
-                cmd = mpi_prefix(2) + cmd
-            p = run(cmd)
-            print(p.stderr, end="")  # calibrate logs its measurements on stderr
-            cache.put(f"calibrate/{backend}", {"log": p.stderr, "command": " ".join(cmd)})
+            calibrate(a, cache, backend, os.path.join(a.work, f"this-machine-{backend}.json"))
     cache.put("calibrate/load", [lk.load_before, lk.load_after])
 
 
@@ -160,7 +169,7 @@ def train_cmd(a, model, backend, ranks, strategy, prefetch, run_dir):
 def sim_cmd(a, model, backend, ranks, strategy, prefetch, run_dir):
     b, t = MODELS[model]
     return [os.path.join(a.bin, "shardlab"), "simulate", "--cluster",
-            spec_path(a.work, backend, ranks), "--ranks", str(ranks), "--model", model,
+            spec_path(a.work, backend, ranks, model), "--ranks", str(ranks), "--model", model,
             "--strategy", strategy, "--prefetch", str(prefetch), "--batch", str(b), "--seq",
             str(t), "--steps", str(STEPS), "--run-dir", run_dir, "--overwrite"]
 
@@ -189,6 +198,7 @@ def stage_steps(a, cache, model, backend):
     runs = os.path.join(a.work, "runs")
     os.makedirs(runs, exist_ok=True)
     with Locked(f"steps {model} {backend}") as lk:
+        calibrate(a, cache, backend, os.path.join(a.work, f"this-machine-{backend}-{model}.json"))
         for m, b, n, strategy, pf in configs():
             if (m, b) != (model, backend):
                 continue
