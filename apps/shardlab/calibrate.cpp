@@ -176,10 +176,10 @@ KernelFit measure_kernel_efficiency(const CalibrateOptions& o, double copy_bw, s
       {"sum_squares", [&](Device& dv) { sum_squares(dv, a.f32(), n); }},
       {"all_finite", [&](Device& dv) { all_finite(dv, a.data(), DType::f32, n); }},
       {"copy", [&](Device& dv) { dv.copy(b.data(), a.data(), n * 4); }},
-      // A fresh zeroed buffer, as the engine takes one for each activation and gathered unit:
-      // on the CPU device the allocation's pages are faulted in and cleared by the kernel before
-      // the memset, which costs more than the memset (the MetaDevice charges alloc_zeros as a
-      // "fill").
+      // A zeroed buffer as the engine takes one (the MetaDevice charges alloc_zeros as a "fill").
+      // The best time is a warm one: after the first call glibc serves the block from its heap,
+      // so this is the memset; the page faults of fresh blocks are not in it
+      // (docs/simulate-validation.md, "Fresh pages on every step").
       {"fill", [&](Device& dv) { Buffer z = dv.alloc_zeros(n * 4, MemCategory::workspace); }},
       {"adamw", [&](Device& dv) {
          adamw_update(dv, a.f32(), b.f32(), c.f32(), d.f32(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f,
