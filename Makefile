@@ -15,6 +15,7 @@ help:
 	@echo "make cuda     configure and build the CUDA + NCCL configuration in build-cuda/"
 	@echo "make cuda-test  build it and run its GPU tests (each skips with a message without a GPU)"
 	@echo "make bench    run the benchmark suites and write docs/bench/ (make bench-quick: under a minute)"
+	@echo "make sim-validate  simulated vs measured step and collective times -> docs/simulate-validation.md"
 	@echo "make bench-peers  PyTorch DDP / FSDP2 beside ShardLab at the same shapes -> docs/bench/ (downloads PyTorch)"
 	@echo "make lesson N=1  build and run a lesson (docs/lessons/)"
 	@echo "make test-asan  build-asan/: AddressSanitizer + UBSan (+ LeakSanitizer), every test"
@@ -86,6 +87,13 @@ PEERS_ARGS ?=
 bench-peers: build
 	/usr/bin/python3 bench/peers/run_peers.py --bin $(BUILD)/bin --out docs/bench \
 	  --work $(BUILD)/peers --venv $(BUILD)/peers-venv $(PEERS_ARGS)
+
+# make sim-validate  the simulator's predicted step and collective times against measured ones on
+#                    this machine -> docs/simulate-validation.md (bench/sim_validate.py; about 10 min,
+#                    each timed stage under /tmp/shardlab-build.lock). Not part of `make test`.
+.PHONY: sim-validate
+sim-validate: build
+	python3 bench/sim_validate.py --bin $(BUILD)/bin --work $(BUILD)/sim-validate all
 
 # ---- lessons (lessons/, docs/lessons/; this block belongs to the lessons) ------------------------
 # make lesson N=3 [ARGS="--ranks 8"]   build and run lesson 3

@@ -109,6 +109,43 @@ TEST(SimDeviceModel, LargeGemmsApproachThePeakSmallOnesDoNot) {
   EXPECT_EQ(host_copy_ns(*spec, 64000000000), ns(5e-6 + 1.0));
 }
 
+TEST(SimDeviceModel, AKernelWithItsOwnEfficiencyIsChargedAtIt) {
+  // calibrate writes efficiency.kernel_efficiency per kernel; the meta kernel table charges each
+  // kernel at its own figure, the others at memory_efficiency.
+  nlohmann::json j = nlohmann::json::parse(cluster_preset_json("h100-sxm"));
+  j["efficiency"] = {{"memory_efficiency", 0.5}, {"kernel_efficiency", {{"gelu_forward", 0.25}}}};
+  const ClusterSpec spec = parse_cluster_spec(j, "test spec");
+  MemoryTracker tracker;
+  VirtualClock clock;
+  MetaDevice dev(tracker, spec, clock, GemmMath::bf16);
+  Buffer a = dev.alloc(1 << 20, MemCategory::workspace);
+  const int64_t moved = int64_t{8} << 18;  // gelu_forward of 2^18 floats: read and write
+  const double launch = spec.cost.kernel_launch_us * 1e-6;
+  gelu_forward(dev, a.f32(), a.f32(), 1 << 18);
+  EXPECT_EQ(clock.now_ns, ns(launch + moved / (spec.memory_bandwidth * 0.25)));
+  const int64_t t0 = clock.now_ns;
+  gelu_backward(dev, a.f32(), a.f32(), a.f32(), 1 << 18);  // not in the map: memory_efficiency
+  EXPECT_EQ(clock.now_ns - t0, ns(launch + 1.5 * moved / (spec.memory_bandwidth * 0.5)));
+  // A GEMM streams its operands at the "copy" figure where the spec has one: a memory-bound shape
+  // (K = 1) is charged bytes / (bandwidth x that).
+  const double gemm_bytes = 2.0 * (4096.0 + 4096.0 + 2.0 * 4096.0 * 4096.0);
+  EXPECT_EQ(gemm_ns(spec, GemmMath::bf16, 4096, 4096, 1),
+            ns(launch + gemm_bytes / (spec.memory_bandwidth * 0.5)));
+  j["efficiency"]["kernel_efficiency"]["copy"] = 1.0;
+  EXPECT_EQ(gemm_ns(parse_cluster_spec(j, "test spec"), GemmMath::bf16, 4096, 4096, 1),
+            ns(launch + gemm_bytes / spec.memory_bandwidth));
+  // A bad figure names its field.
+  j["efficiency"]["kernel_efficiency"]["adamw"] = 1.5;
+  try {
+    parse_cluster_spec(j, "test spec");
+    FAIL() << "an efficiency above 1 was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'efficiency.kernel_efficiency.adamw' = 1.5"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // ---- the topology model -------------------------------------------------------------------------
 
 TEST(SimTopology, RingInsideANodeHierarchicalAcrossTreeForSmallAllReduce) {

@@ -5,11 +5,13 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "apps/shardlab/calibrate.hpp"
 #include "apps/shardlab/cli.hpp"
 #include "apps/shardlab/simulate_command.hpp"
 #include "core/base/error.hpp"
+#include "core/comm/topology.hpp"
 #include "core/device/cluster_spec.hpp"
 
 namespace shardlab {
@@ -35,6 +37,25 @@ const char* kSimulateFooter =
     "      --strategy hybrid_shard --hybrid-group 8\n"
     "  shardlab simulate --cluster my_cluster.json ...   (format: --print-cluster h100-sxm)\n";
 
+// One JSON line per collective and buffer size: what the simulator charges a group of world
+// ranks 0 .. ranks-1 (docs/simulate-validation.md compares these with measured times).
+void print_collective_times(const ClusterSpec& spec, int ranks, std::ostream& out) {
+  spec.check_ranks(ranks);
+  std::vector<int> members(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) members[static_cast<size_t>(r)] = r;
+  const GroupPlacement g = place_group(spec, members);
+  for (CommOp op : {CommOp::all_gather, CommOp::reduce_scatter, CommOp::all_reduce})
+    for (int64_t bytes = 1024; bytes <= (int64_t{256} << 20); bytes *= 4)
+      out << nlohmann::json{{"op", comm_op_name(op)},
+                            {"bytes", bytes},
+                            {"ranks", ranks},
+                            {"algorithm", collective_algorithm(spec, g, op, bytes)},
+                            {"seconds",
+                             1e-9 * static_cast<double>(collective_ns(spec, g, op, bytes))}}
+                 .dump()
+          << "\n";
+}
+
 }  // namespace
 
 CliCommand add_simulate_command(CLI::App& app) {
@@ -43,6 +64,7 @@ CliCommand add_simulate_command(CLI::App& app) {
     TrainOptionStrings str;
     std::string math;
     std::string print_cluster;
+    bool collective_times = false;
   };
   auto o = std::make_shared<Options>();
   o->cfg.run_dir = "auto";
@@ -64,6 +86,10 @@ CliCommand add_simulate_command(CLI::App& app) {
                   "parameters, else fp32)");
   cmd->add_option("--print-cluster", o->print_cluster,
                   "print a preset's JSON (the format of a cluster file) and exit");
+  cmd->add_flag("--collective-times", o->collective_times,
+                "print the topology model's time of all_gather, reduce_scatter and all_reduce on "
+                "--ranks ranks of --cluster, 1 KiB to 256 MiB, as JSON lines, and exit "
+                "(bench/sim_validate.py compares them with bench_collectives)");
   cmd->footer(kSimulateFooter);
   return {cmd, [o, cmd] {
             if (!o->print_cluster.empty()) {
@@ -83,6 +109,12 @@ CliCommand add_simulate_command(CLI::App& app) {
               cal.ranks = std::max(2, o->cfg.ranks);
               o->cfg.cluster_spec = std::make_shared<const ClusterSpec>(
                   parse_cluster_spec(calibrate_this_machine(cal, std::cout), "this-machine"));
+            }
+            if (o->collective_times) {
+              const ClusterSpec spec =
+                  o->cfg.cluster_spec ? *o->cfg.cluster_spec : load_cluster_spec(o->cfg.cluster);
+              print_collective_times(spec, o->cfg.ranks, std::cout);
+              return 0;
             }
             run_simulation(o->cfg, std::cout);
             return 0;

@@ -162,6 +162,16 @@ ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where
     opt("memory_efficiency", m.memory_efficiency, false);
     opt("kernel_launch_us", m.kernel_launch_us, true);
     opt("tree_allreduce_max_bytes", m.tree_allreduce_max_bytes, true);
+    if (e.contains("kernel_efficiency")) {
+      const nlohmann::json& k = object(e, "kernel_efficiency", where);
+      for (auto it = k.begin(); it != k.end(); ++it) {
+        const std::string field = "efficiency.kernel_efficiency." + it.key();
+        const double v = number(k, it.key(), field, where, false);
+        if (v > 1.0)
+          SL_THROW(InvalidArgument, where, ": field '", field, "' = ", v, " must be in (0, 1]");
+        m.kernel_efficiency[it.key()] = v;
+      }
+    }
     for (const char* key : {"gemm_efficiency", "memory_efficiency"})
       if (e.contains(key) && e.at(key).get<double>() > 1.0)
         SL_THROW(InvalidArgument, where, ": field 'efficiency.", key, "' = ", e.at(key).dump(),

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,11 @@ struct CostModel {
   double gemm_half_dim = 64;       // a GEMM dimension d runs at d / (d + this) of that
   double memory_efficiency = 0.8;  // the fraction of memory bandwidth a streaming kernel reaches
   double kernel_launch_us = 4;     // fixed cost of every kernel and GEMM
+  // Per kernel (the meta kernel table's names: "adamw", "gelu_forward", ...), the fraction of
+  // memory bandwidth that kernel reaches, in place of memory_efficiency. `shardlab calibrate`
+  // measures it for each CPU kernel: on a CPU they differ by 2x and more (AdamW streams, GELU
+  // computes a tanh per element), so one median misses each of them.
+  std::map<std::string, double> kernel_efficiency;
   double tree_allreduce_max_bytes = 256 * 1024;  // all-reduces up to this size may use a tree
 };
 

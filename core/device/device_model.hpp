@@ -14,12 +14,14 @@ namespace shardlab {
 double gemm_efficiency(const CostModel& c, int64_t M, int64_t N, int64_t K);
 // `batch` GEMMs (M,N,K) in one launch: the launch cost, plus the larger of the arithmetic time at
 // the shape's efficiency and the time to stream A, B and C (read and write) at the memory's
-// bandwidth. Operands are 4 bytes for fp32 and tf32, 2 for bf16.
+// bandwidth (at the spec's "copy" efficiency where it has one, else memory_efficiency). Operands
+// are 4 bytes for fp32 and tf32, 2 for bf16.
 int64_t gemm_ns(const ClusterSpec& s, GemmMath m, int64_t M, int64_t N, int64_t K,
                 int64_t batch = 1);
 // An element-wise or row kernel moving `bytes` (reads plus writes): launch + bytes over the
-// memory bandwidth at memory_efficiency.
-int64_t memory_ns(const ClusterSpec& s, int64_t bytes);
+// memory bandwidth at the kernel's efficiency (cost.kernel_efficiency[kernel] when the spec has
+// one, else memory_efficiency).
+int64_t memory_ns(const ClusterSpec& s, int64_t bytes, const char* kernel = nullptr);
 // A copy between host and device: latency + bytes over the host link.
 int64_t host_copy_ns(const ClusterSpec& s, int64_t bytes);
 

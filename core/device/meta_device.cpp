@@ -27,13 +27,13 @@ void* MetaDevice::raw_alloc(int64_t bytes) {
   return reinterpret_cast<void*>(p);
 }
 
-void MetaDevice::charge_kernel(int64_t bytes) {
+void MetaDevice::charge_kernel(int64_t bytes, const char* kernel) {
   ++kernels_;
-  clock_.advance(memory_ns(spec_, bytes));
+  clock_.advance(memory_ns(spec_, bytes, kernel));
 }
 
 void MetaDevice::copy(void* dst, const void* src, int64_t bytes) {
-  if (bytes > 0 && dst != src) charge_kernel(2 * bytes);
+  if (bytes > 0 && dst != src) charge_kernel(2 * bytes, "copy");
 }
 
 void MetaDevice::copy_to_host(void* host_dst, const void*, int64_t bytes) {
@@ -47,7 +47,7 @@ void MetaDevice::copy_from_host(void*, const void*, int64_t bytes) {
 }
 
 void MetaDevice::fill_zero(void*, int64_t bytes) {
-  if (bytes > 0) charge_kernel(bytes);
+  if (bytes > 0) charge_kernel(bytes, "fill");
 }
 
 void MetaDevice::gemm(bool, bool, int M, int N, int K, float, const float*, int, const float*, int,

@@ -34,8 +34,9 @@ class MetaDevice final : public Device {
                     int lda, int64_t stride_a, const float* B, int ldb, int64_t stride_b,
                     float beta, float* C, int ldc, int64_t stride_c, int batch) override;
 
-  // An element-wise or row kernel that reads and writes `bytes` in all (the meta kernel table).
-  void charge_kernel(int64_t bytes);
+  // An element-wise or row kernel that reads and writes `bytes` in all (the meta kernel table);
+  // `kernel` names it for the spec's per-kernel efficiency (device_model.hpp, memory_ns).
+  void charge_kernel(int64_t bytes, const char* kernel = nullptr);
 
   const ClusterSpec& spec() const { return spec_; }
   GemmMath math() const { return math_; }

@@ -19,91 +19,101 @@ namespace shardlab {
 namespace meta {
 namespace {
 
-void charge(Device& dev, int64_t bytes) { static_cast<MetaDevice&>(dev).charge_kernel(bytes); }
+// `kernel`: the name calibrate measures the kernel's efficiency under (cluster_spec.hpp,
+// CostModel::kernel_efficiency).
+void charge(Device& dev, int64_t bytes, const char* kernel) {
+  static_cast<MetaDevice&>(dev).charge_kernel(bytes, kernel);
+}
 int64_t f4(int64_t n) { return 4 * n; }  // n fp32 values
 
 // ---- elementwise
-void fill(Device& d, float*, float, int64_t n) { charge(d, f4(n)); }
-void scale(Device& d, float*, float, int64_t n) { charge(d, 2 * f4(n)); }
-void axpy(Device& d, float*, float, const float*, int64_t n) { charge(d, 3 * f4(n)); }
+void fill(Device& d, float*, float, int64_t n) { charge(d, f4(n), "fill"); }
+void scale(Device& d, float*, float, int64_t n) { charge(d, 2 * f4(n), "scale"); }
+void axpy(Device& d, float*, float, const float*, int64_t n) { charge(d, 3 * f4(n), "axpy"); }
 void cast_from_f32(Device& d, void*, DType t, const float*, int64_t n) {
-  charge(d, f4(n) + static_cast<int64_t>(dtype_size(t)) * n);
+  charge(d, f4(n) + static_cast<int64_t>(dtype_size(t)) * n, "cast");
 }
 void cast_to_f32(Device& d, float*, const void*, DType t, int64_t n) {
-  charge(d, f4(n) + static_cast<int64_t>(dtype_size(t)) * n);
+  charge(d, f4(n) + static_cast<int64_t>(dtype_size(t)) * n, "cast");
 }
 double sum_squares(Device& d, const float*, int64_t n) {
-  charge(d, f4(n));
+  charge(d, f4(n), "sum_squares");
   return 0.0;
 }
 bool all_finite(Device& d, const void*, DType t, int64_t n) {
-  charge(d, static_cast<int64_t>(dtype_size(t)) * n);
+  charge(d, static_cast<int64_t>(dtype_size(t)) * n, "all_finite");
   return true;
 }
 
 // ---- attention softmax over (BH, T, T)
 void softmax_forward(Device& d, float*, int BH, int T) {
-  charge(d, 2 * f4(static_cast<int64_t>(BH) * T * T));
+  charge(d, 2 * f4(static_cast<int64_t>(BH) * T * T), "softmax_forward");
 }
 void softmax_backward(Device& d, float*, const float*, const float*, int BH, int T) {
-  charge(d, 3 * f4(static_cast<int64_t>(BH) * T * T));
+  charge(d, 3 * f4(static_cast<int64_t>(BH) * T * T), "softmax_backward");
 }
 
 // ---- cross-entropy over (N, V)
 void ce_forward(Device& d, float*, float*, const int*, int N, int V) {
-  charge(d, 2 * f4(static_cast<int64_t>(N) * V) + 8 * static_cast<int64_t>(N));
+  charge(d, 2 * f4(static_cast<int64_t>(N) * V) + 8 * static_cast<int64_t>(N),
+         "crossentropy_forward");
 }
 void ce_backward(Device& d, float*, const float*, const int*, float, int N, int V) {
-  charge(d, 2 * f4(static_cast<int64_t>(N) * V) + 4 * static_cast<int64_t>(N));
+  charge(d, 2 * f4(static_cast<int64_t>(N) * V) + 4 * static_cast<int64_t>(N),
+         "crossentropy_backward");
 }
 
 // ---- encoder: (B, T, C) from two embedding rows per token
 void enc_forward(Device& d, float*, const int*, const float*, const float*, int B, int T, int C,
                  int) {
   const int64_t btc = static_cast<int64_t>(B) * T * C;
-  charge(d, 3 * f4(btc) + 4 * static_cast<int64_t>(B) * T);
+  charge(d, 3 * f4(btc) + 4 * static_cast<int64_t>(B) * T, "encoder_forward");
 }
 void enc_backward(Device& d, float*, float*, const float*, const int*, int B, int T, int C, int) {
   const int64_t btc = static_cast<int64_t>(B) * T * C;
-  charge(d, 5 * f4(btc) + 4 * static_cast<int64_t>(B) * T);  // dout, then += on two rows
+  charge(d, 5 * f4(btc) + 4 * static_cast<int64_t>(B) * T,
+         "encoder_backward");  // dout, then += on two rows
 }
 
 // ---- gelu
-void gelu_forward(Device& d, float*, const float*, int64_t n) { charge(d, 2 * f4(n)); }
+void gelu_forward(Device& d, float*, const float*, int64_t n) {
+  charge(d, 2 * f4(n), "gelu_forward");
+}
 void gelu_backward(Device& d, float*, const float*, const float*, int64_t n) {
-  charge(d, 3 * f4(n));
+  charge(d, 3 * f4(n), "gelu_backward");
 }
 
 // ---- layernorm over (N, C)
 void ln_forward(Device& d, float*, float*, float*, const float*, const float*, const float*, int N,
                 int C) {
   const int64_t nc = static_cast<int64_t>(N) * C;
-  charge(d, 2 * f4(nc) + 2 * f4(C) + 2 * f4(N));
+  charge(d, 2 * f4(nc) + 2 * f4(C) + 2 * f4(N), "layernorm_forward");
 }
 void ln_backward(Device& d, float*, float*, float*, const float*, const float*, const float*,
                  const float*, const float*, int N, int C) {
   const int64_t nc = static_cast<int64_t>(N) * C;
-  charge(d, 4 * f4(nc) + 5 * f4(C) + 2 * f4(N));  // dout, x, dx (+=); weight, dweight, dbias
+  // dout, x, dx (+=); weight, dweight, dbias
+  charge(d, 4 * f4(nc) + 5 * f4(C) + 2 * f4(N), "layernorm_backward");
 }
 
 // ---- optimizers over a flat range
 void adamw(Device& d, float*, const float*, float*, float*, int64_t n, float, float, float, float,
            float, float, float) {
-  charge(d, 7 * f4(n));  // p, g, m, v read; p, m, v written
+  charge(d, 7 * f4(n), "adamw");  // p, g, m, v read; p, m, v written
 }
 void sgd(Device& d, float*, const float*, float* momentum_buf, int64_t n, float, float, float) {
-  charge(d, (momentum_buf ? 5 : 3) * f4(n));
+  charge(d, (momentum_buf ? 5 : 3) * f4(n), "sgd");
 }
 
 // ---- residual and bias
 void residual_forward(Device& d, float*, const float*, const float*, int64_t n) {
-  charge(d, 3 * f4(n));
+  charge(d, 3 * f4(n), "residual_forward");
 }
 void bias_broadcast(Device& d, float*, const float*, int N, int OC, bool accumulate) {
-  charge(d, (accumulate ? 2 : 1) * f4(static_cast<int64_t>(N) * OC) + f4(OC));
+  charge(d, (accumulate ? 2 : 1) * f4(static_cast<int64_t>(N) * OC) + f4(OC), "bias_broadcast");
 }
 void bias_backward(Device& d, float*, const float*, int N, int OC) {
-  charge(d, f4(static_cast<int64_t>(N) * OC) + 2 * f4(OC));
+  charge(d, f4(static_cast<int64_t>(N) * OC) + 2 * f4(OC), "bias_backward");
 }
 
 }  // namespace
