@@ -1,5 +1,6 @@
 // core/base and core/memory: error messages, dtype conversions on edge cases, the memory tracker.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cmath>
 #include <cstdint>
@@ -183,7 +184,14 @@ TEST(CpuDevice, FreedMemoryIsReusedAndStillTrackedByTheBytesAsked) {
   }
   EXPECT_EQ(t.current(MemCategory::activations), 0);
   {
+    rusage before{};
+    getrusage(RUSAGE_SELF, &before);
     Buffer b = dev->alloc(big - 100, MemCategory::workspace);  // the same size class
+    std::memset(b.data(), 2, static_cast<size_t>(big - 100));
+    rusage after{};
+    getrusage(RUSAGE_SELF, &after);
+    // Without the pool the 8 MiB went back to the kernel: 2048 fresh 4 KiB pages to fault in.
+    EXPECT_LT(after.ru_minflt - before.ru_minflt, 64);
     EXPECT_EQ(b.data(), first);
     EXPECT_EQ(t.current(MemCategory::workspace), big - 100);
     EXPECT_EQ(t.current(MemCategory::activations), 0);
