@@ -2,7 +2,9 @@
 // sizes 1 KiB .. 256 MiB (the full buffer, nccl-tests' "size"), on the local backend at 2 and 4
 // ranks, and on MPI when started under mpirun (skipped otherwise). Counters: time per call,
 // algbw = bytes / time, busbw = algbw * bus factor (bytes per second). A 256 MiB memcpy gives
-// the machine's copy bandwidth for comparison.
+// the machine's copy bandwidth for comparison. The collectives that have an out-of-place form run
+// in place too, as `<name>/local_in_place` (all_gather's send block is the rank's slot of recv,
+// the way FSDP's unshard calls it: core/fsdp/unshard.cpp).
 //
 //   build/bin/bench_collectives --benchmark_filter='bytes:(1048576|67108864)/'   (quick subset)
 //   mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/bench_collectives
@@ -50,12 +52,12 @@ double now_s() {
 // Times `iters` calls of `row` on every rank of the launched world; returns seconds per call as
 // measured by rank 0 between two barriers. Checks the warm-up call's result first.
 double time_collective(const CollectiveRow& row, const LaunchOptions& opts, int64_t count,
-                       int64_t iters, std::string* error) {
+                       int64_t iters, bool in_place, std::string* error) {
   double per_call = 0;
   launch(opts, [&](RankContext& ctx) {
     const int n = ctx.world;
     CollectiveBuffers b = make_collective_buffers(row, *ctx.device, n, ctx.rank, count, DType::f32,
-                                                  !row.out_of_place);
+                                                  in_place || !row.out_of_place);
     row.init(ctx.rank, n, b);
     row.run(*ctx.comm, b, false);  // warm-up: touches every page
     std::string e = row.check(ctx.rank, n, b);
@@ -84,7 +86,7 @@ void report(benchmark::State& state, const CollectiveRow& row, int64_t bytes, in
   state.counters["bytes"] = Counter(double(bytes), Counter::kDefaults, Counter::OneK::kIs1024);
 }
 
-void bm_collective(benchmark::State& state, const CollectiveRow* row, bool mpi) {
+void bm_collective(benchmark::State& state, const CollectiveRow* row, bool mpi, bool in_place) {
   const int64_t bytes_wanted = state.range(0);
   LaunchOptions opts;
   int n = static_cast<int>(state.range(1));
@@ -102,7 +104,8 @@ void bm_collective(benchmark::State& state, const CollectiveRow* row, bool mpi) 
   const int64_t count = count_for_bytes(*row, bytes_wanted, n, DType::f32);
   const int64_t bytes = row->bytes(count, n, DType::f32);
   std::string error;
-  const double per_call = time_collective(*row, opts, count, state.max_iterations, &error);
+  const double per_call =
+      time_collective(*row, opts, count, state.max_iterations, in_place, &error);
   if (!error.empty()) {
     state.SkipWithError(("wrong result: " + error).c_str());
     return;
@@ -164,19 +167,22 @@ void register_all() {
   for (const CollectiveRow& row : collective_table()) {
     if (g_mpi_size == 0) {
       // Under mpirun each process would run its own local world beside the others: skip those.
-      for (int n : {2, 4})
-        for (int64_t s : sizes)
-          benchmark::RegisterBenchmark((std::string(row.name) + "/local").c_str(), bm_collective,
-                                       &row, false)
-              ->Args({s, n})
-              ->ArgNames({"bytes", "ranks"})
-              ->Iterations(iterations_for(s))
-              ->UseManualTime()
-              ->Unit(benchmark::kMicrosecond);
+      for (bool in_place : {false, true}) {
+        if (in_place && !row.out_of_place) continue;  // broadcast: in place already
+        const std::string name = std::string(row.name) + (in_place ? "/local_in_place" : "/local");
+        for (int n : {2, 4})
+          for (int64_t s : sizes)
+            benchmark::RegisterBenchmark(name.c_str(), bm_collective, &row, false, in_place)
+                ->Args({s, n})
+                ->ArgNames({"bytes", "ranks"})
+                ->Iterations(iterations_for(s))
+                ->UseManualTime()
+                ->Unit(benchmark::kMicrosecond);
+      }
     }
     for (int64_t s : sizes)
       benchmark::RegisterBenchmark((std::string(row.name) + "/mpi").c_str(), bm_collective, &row,
-                                   true)
+                                   true, false)
           ->Args({s, g_mpi_size})
           ->ArgNames({"bytes", "ranks"})
           ->Iterations(iterations_for(s))

@@ -23,6 +23,14 @@
 //   params         Psi
 //   rss_peak       peak resident memory of the process during the row (VmHWM; under MPI the
 //                  largest over processes, each one rank; locally all N ranks' threads together)
+//   minflt_per_step minor page faults of the process per timed step (getrusage; locally all
+//                  ranks together, under MPI rank 0's process)
+//   model_gflops   model FLOP/s per rank at the median step, in GFLOP/s: flops per token =
+//                  6 Psi + 12 L C T (docs/gpu.md), times B T per rank, over the median step time
+//   sgemm_gflops   what one rank thread's sgemm reaches (2048^3, OpenBLAS, one thread) while the
+//                  row's N rank threads all run it at once: the same threads' GEMM ceiling,
+//                  measured once per N in this process
+//   gemm_frac      model_gflops / sgemm_gflops: the step's fraction of the GEMM ceiling
 // hybrid_shard uses groups of G = 2 ranks (G = 1 at one rank): the "group" argument.
 //
 //   build/bin/bench_train_step                                     (tiny and small, 1..8 ranks)
@@ -34,16 +42,21 @@
 //                                       (bench/peers/: the shapes PyTorch runs beside it)
 #include <benchmark/benchmark.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench/flags.hpp"
 #include "bench/train_driver.hpp"
+#include "core/comm/launcher.hpp"
 #include "core/device/device.hpp"
 
 #ifdef SHARDLAB_WITH_MPI
@@ -99,6 +112,42 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
+int64_t minor_faults() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<int64_t>(ru.ru_minflt);
+}
+
+// FLOP/s one thread's sgemm (2048^3, the device's GEMM: OpenBLAS, one thread) reaches while
+// `ranks` rank threads of a local world run it at the same time: the mean over the threads of
+// 2 M N K / (the median of 3 timed calls, after one warm-up). Under mpirun every process runs its
+// own (one thread) at the same point. Measured once per rank count.
+double sgemm_rate(int ranks) {
+  static std::map<int, double> cache;
+  auto it = cache.find(ranks);
+  if (it != cache.end()) return it->second;
+  constexpr int kN = 2048;
+  LaunchOptions opts;
+  opts.ranks = g_mpi_size > 0 ? 1 : ranks;
+  std::vector<double> rate(opts.ranks, 0.0);
+  launch(opts, [&](RankContext& ctx) {
+    std::vector<float> a(size_t{kN} * kN, 0.5f), b(size_t{kN} * kN, 0.25f), c(size_t{kN} * kN);
+    std::vector<double> t;
+    ctx.comm->barrier();
+    for (int i = 0; i < 4; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      ctx.device->gemm(false, false, kN, kN, kN, 1.0f, a.data(), kN, b.data(), kN, 0.0f, c.data(),
+                       kN);
+      const std::chrono::duration<double> d = std::chrono::steady_clock::now() - t0;
+      if (i > 0) t.push_back(d.count());
+    }
+    rate[ctx.rank] = 2.0 * kN * kN * double(kN) / median(t);
+  });
+  double sum = 0;
+  for (double r : rate) sum += r;
+  return cache[ranks] = sum / static_cast<double>(rate.size());
+}
+
 void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* preset, bool mpi) {
   const int ranks = static_cast<int>(state.range(0));
   TrainRun run;
@@ -124,14 +173,17 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
   TrainReport rep;
   double seconds = 0;
   std::vector<double> times;
+  int64_t faults = 0;
   try {
     LockstepTrainer trainer(run);
+    faults = minor_faults();
     for (auto _ : state) {
       const double s = trainer.step();
       state.SetIterationTime(s);
       seconds += s;
       times.push_back(s);
     }
+    faults = minor_faults() - faults;
     rep = trainer.finish();
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
@@ -161,6 +213,18 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
   }
   state.counters["params"] = static_cast<double>(rep.params);
   set_bytes(state, "rss_peak", static_cast<double>(rep.rss_peak));
+  state.counters["minflt_per_step"] = steps > 0 ? static_cast<double>(faults) / steps : 0.0;
+  // docs/gpu.md's model FLOPs per token; per rank, at the median step.
+  const double flops_per_token =
+      6.0 * static_cast<double>(rep.params) +
+      12.0 * run.model.n_layer * run.model.n_embd * static_cast<double>(run.seq_len);
+  const double step_median = median(times);
+  const double model_rate =
+      step_median > 0 ? flops_per_token * run.batch * run.seq_len / step_median : 0.0;
+  const double ceiling = sgemm_rate(mpi ? 1 : ranks);
+  state.counters["model_gflops"] = model_rate / 1e9;
+  state.counters["sgemm_gflops"] = ceiling / 1e9;
+  state.counters["gemm_frac"] = ceiling > 0 ? model_rate / ceiling : 0.0;
 }
 
 struct Options {

@@ -388,7 +388,7 @@ def collectives_section(rows, out_dir):
         # The fair reference: the same N rank threads each copying the collective's size at once.
         ratio_rows = []
         for (o, bk, n) in keys:
-            if bk != "local" or o == "broadcast":
+            if bk not in ("local", "local_in_place") or o == "broadcast":
                 continue
             cells = [o, n]
             for s in (4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB):
@@ -409,7 +409,7 @@ def collectives_section(rows, out_dir):
         if abs(s - target) > target // 4:
             continue
         v = busbw[(o, bk, n)][s]
-        if bk == "local" and (s, n) in memcpy_ranks:
+        if bk in ("local", "local_in_place") and (s, n) in memcpy_ranks:
             rel = " (%.2f x memcpy of %d threads)" % (v / memcpy_ranks[(s, n)], n)
         elif 1 in memcpy:
             rel = " (%.2f x memcpy 1 thread)" % (v / memcpy[1])

@@ -1,7 +1,11 @@
 // core/base and core/memory: error messages, dtype conversions on edge cases, the memory tracker.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "core/base/dtype.hpp"
@@ -157,6 +161,52 @@ TEST(CpuDevice, BuffersAreTrackedAndMoveOnly) {
   }
   EXPECT_EQ(t.current(MemCategory::grads), 0);
   EXPECT_EQ(t.peak(MemCategory::grads), 256);
+}
+
+// The CPU device keeps freed blocks in a pool below the tracker (core/device/cpu_device.cpp):
+// the tracker still sees every alloc and free at the bytes asked for, and a later request of
+// the same size class gets the same memory back instead of faulting fresh pages in.
+TEST(CpuDevice, FreedMemoryIsReusedAndStillTrackedByTheBytesAsked) {
+  if (const char* e = std::getenv("SHARDLAB_CPU_POOL"); e && std::string(e) == "0")
+    GTEST_SKIP() << "SHARDLAB_CPU_POOL=0: no pool";
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizer build: no pool";
+#endif
+  MemoryTracker t(0);
+  auto dev = make_cpu_device(t);
+  const int64_t big = 8 << 20;  // above glibc's mmap threshold: freed to the kernel without a pool
+  void* first = nullptr;
+  {
+    Buffer a = dev->alloc(big, MemCategory::activations);
+    first = a.data();
+    std::memset(a.data(), 1, static_cast<size_t>(big));
+    EXPECT_EQ(t.current(MemCategory::activations), big);
+  }
+  EXPECT_EQ(t.current(MemCategory::activations), 0);
+  {
+    rusage before{};
+    getrusage(RUSAGE_SELF, &before);
+    Buffer b = dev->alloc(big - 100, MemCategory::workspace);  // the same size class
+    std::memset(b.data(), 2, static_cast<size_t>(big - 100));
+    rusage after{};
+    getrusage(RUSAGE_SELF, &after);
+    // Without the pool the 8 MiB went back to the kernel: 2048 fresh 4 KiB pages to fault in.
+    EXPECT_LT(after.ru_minflt - before.ru_minflt, 64);
+    EXPECT_EQ(b.data(), first);
+    EXPECT_EQ(t.current(MemCategory::workspace), big - 100);
+    EXPECT_EQ(t.current(MemCategory::activations), 0);
+    Buffer c = dev->alloc(big, MemCategory::workspace);  // the cached block is taken: a new one
+    EXPECT_NE(c.data(), first);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(c.data()) % 64, 0u);
+    EXPECT_EQ(t.current(MemCategory::workspace), 2 * big - 100);
+  }
+  EXPECT_EQ(t.current(MemCategory::workspace), 0);
+  EXPECT_EQ(t.peak(MemCategory::workspace), 2 * big - 100);
+  // The tracker's limit still refuses before any memory is taken, pooled or not.
+  MemoryTracker small(0, 1 << 20);
+  auto dev2 = make_cpu_device(small);
+  EXPECT_THROW(dev2->alloc(big, MemCategory::workspace), OutOfMemory);
+  EXPECT_EQ(small.current(MemCategory::workspace), 0);
 }
 
 TEST(CpuDevice, GemmTransposesMatchNaive) {

@@ -183,3 +183,60 @@ TEST(SGD, PlainSgdHasNoState) {
   opt->step(p.data(), g.data(), 3);
   EXPECT_EQ(p, (std::vector<float>{0.0f, 3.0f, 2.5f}));  // p - 2 * 0.5 * g, exact in binary
 }
+
+// The engine's step (core/fsdp/optim_step.cpp) runs AdamW through step_checked: on the CPU one
+// pass over p, g, m, v (SSE2 lanes, then a scalar tail). It must give the bits of the separate
+// checks, clipping's scale and step() on the same values, at every length (tails of 0 to 3).
+TEST(AdamW, CheckedStepIsBitIdenticalToTheSeparateSteps) {
+  Fixture f;
+  const OptimizerConfig cfg = adamw_cfg(3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f);
+  for (int64_t n : {1, 3, 4, 7, 8, 1029}) {
+    for (float scale : {1.0f, 0.37f}) {
+      AdamW fused(*f.dev, cfg, n), apart(*f.dev, cfg, n);
+      std::vector<float> p1(n), p2(n), g(n), gs(n);
+      for (int64_t i = 0; i < n; ++i) p1[i] = p2[i] = std::sin(0.7f * i) * 0.05f;
+      for (int step = 1; step <= 3; ++step) {
+        for (int64_t i = 0; i < n; ++i) g[i] = std::cos(1.3f * i + step) * 1e-2f * (i % 5 + 1);
+        gs = g;
+        const Optimizer::Checked c = fused.step_checked(p1.data(), g.data(), n, scale, true);
+        EXPECT_FALSE(c.grads_nonfinite);
+        EXPECT_FALSE(c.params_nonfinite);
+        for (int64_t i = 0; i < n; ++i) gs[i] *= scale == 1.0f ? 1.0f : scale;
+        apart.step(p2.data(), gs.data(), n);
+        ASSERT_EQ(fused.step_count(), apart.step_count());
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(p1[i], p2[i]) << "n " << n << " scale " << scale << " step " << step << " i "
+                                  << i;
+          ASSERT_EQ(fused.m()[i], apart.m()[i]) << "n " << n << " i " << i;
+          ASSERT_EQ(fused.v()[i], apart.v()[i]) << "n " << n << " i " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(AdamW, CheckedStepNamesANonFiniteGradientOrParameter) {
+  Fixture f;
+  for (int64_t bad : {0, 5, 8}) {  // in an SSE2 lane group and in the scalar tail
+    const int64_t n = 9;
+    AdamW opt(*f.dev, adamw_cfg(1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f), n);
+    std::vector<float> p(n, 0.5f), g(n, 0.1f);
+    g[bad] = std::nanf("");
+    Optimizer::Checked c = opt.step_checked(p.data(), g.data(), n, 1.0f, true);
+    EXPECT_TRUE(c.grads_nonfinite) << bad;
+    // Not asked to check the gradients (clipping found their norm finite): the parameter it
+    // poisoned is still caught.
+    AdamW opt2(*f.dev, adamw_cfg(1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f), n);
+    std::vector<float> p2(n, 0.5f);
+    c = opt2.step_checked(p2.data(), g.data(), n, 1.0f, false);
+    EXPECT_FALSE(c.grads_nonfinite) << bad;
+    EXPECT_TRUE(c.params_nonfinite) << bad;
+    // A finite gradient that an infinite parameter meets.
+    AdamW opt3(*f.dev, adamw_cfg(1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f), n);
+    std::vector<float> p3(n, 0.5f), g3(n, 0.1f);
+    p3[bad] = INFINITY;
+    c = opt3.step_checked(p3.data(), g3.data(), n, 1.0f, true);
+    EXPECT_FALSE(c.grads_nonfinite) << bad;
+    EXPECT_TRUE(c.params_nonfinite) << bad;
+  }
+}

@@ -1,9 +1,23 @@
 // CpuDevice: host memory and OpenBLAS. The reference every other device is checked against.
+//
+// Host memory comes from a caching pool per device (per rank), below the tracker, as the CUDA
+// caching allocator sits below PyTorch's accounting: the tracker sees every alloc and free as
+// before, but a freed block is kept and handed to the next request of the same size class instead
+// of going back to the C library. The engine frees and allocates the same sizes every step
+// (gathered units, activations, gradient buffers, scratch), and blocks above glibc's mmap
+// threshold went back to the kernel on free, so every step faulted their pages in again. The
+// pool holds at most kPoolCacheBytes of free blocks; SHARDLAB_CPU_POOL=0 turns it off (every
+// block straight to and from the C library, as before), and so do the sanitizer builds, where
+// reuse would hide a use after free.
 #include <cblas.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 #include "core/device/device.hpp"
 
@@ -11,9 +25,84 @@ namespace shardlab {
 
 namespace {
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kPoolBuild = false;
+#else
+constexpr bool kPoolBuild = true;
+#endif
+
+// Free blocks a device's pool keeps at most; a block freed beyond it goes back to the C library.
+constexpr size_t kPoolCacheBytes = size_t{1} << 30;
+
+bool pool_enabled() {
+  if (!kPoolBuild) return false;
+  const char* e = std::getenv("SHARDLAB_CPU_POOL");
+  return !(e && std::strcmp(e, "0") == 0);
+}
+
+// The size class of a request: whole cache lines up to 4 KiB, then four classes per power of two
+// (a block is at most 25% larger than asked; the pages a caller never touches cost no memory).
+size_t size_class(size_t bytes) {
+  bytes = (bytes + 63) & ~size_t{63};
+  if (bytes <= 4096) return bytes;
+  size_t top = size_t{1} << (63 - __builtin_clzll(bytes));  // largest power of two <= bytes
+  const size_t step = top / 4;
+  return (bytes + step - 1) / step * step;
+}
+
+// Free blocks by size class, and the class of every block handed out. Called from the rank's
+// thread and its communicator's worker (staging), so under a mutex.
+class HostPool {
+ public:
+  ~HostPool() {
+    for (auto& kv : free_)
+      for (void* p : kv.second) std::free(p);
+  }
+  void* take(size_t bytes) {
+    const size_t c = size_class(bytes);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = free_.find(c);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= c;
+        live_[p] = c;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, c);
+    if (!p) return nullptr;
+    std::lock_guard<std::mutex> lk(mu_);
+    live_[p] = c;
+    return p;
+  }
+  void give(void* p) {
+    std::unique_lock<std::mutex> lk(mu_);
+    auto it = live_.find(p);
+    const size_t c = it->second;
+    live_.erase(it);
+    if (cached_ + c > kPoolCacheBytes) {
+      lk.unlock();
+      std::free(p);
+      return;
+    }
+    free_[c].push_back(p);
+    cached_ += c;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<size_t, std::vector<void*>> free_;
+  std::unordered_map<void*, size_t> live_;
+  size_t cached_ = 0;
+};
+
 class CpuDevice final : public Device {
  public:
-  using Device::Device;
+  explicit CpuDevice(MemoryTracker& tracker) : Device(tracker) {
+    if (pool_enabled()) pool_ = std::make_unique<HostPool>();
+  }
   DeviceKind kind() const override { return DeviceKind::cpu; }
 
   void copy(void* dst, const void* src, int64_t bytes) override {
@@ -42,12 +131,25 @@ class CpuDevice final : public Device {
  protected:
   void* raw_alloc(int64_t bytes) override {
     // 64-byte alignment: whole cache lines, and what AVX-512 loads like.
-    size_t n = (static_cast<size_t>(bytes) + 63) & ~size_t{63};
-    void* p = std::aligned_alloc(64, n);
+    void* p = nullptr;
+    if (pool_) {
+      p = pool_->take(static_cast<size_t>(bytes));
+    } else {
+      size_t n = (static_cast<size_t>(bytes) + 63) & ~size_t{63};
+      p = std::aligned_alloc(64, n);
+    }
     if (!p) SL_THROW(OutOfMemory, "host allocation of ", format_bytes(bytes), " failed");
     return p;
   }
-  void raw_free(void* p) override { std::free(p); }
+  void raw_free(void* p) override {
+    if (pool_)
+      pool_->give(p);
+    else
+      std::free(p);
+  }
+
+ private:
+  std::unique_ptr<HostPool> pool_;  // null: straight to the C library
 };
 
 }  // namespace

@@ -55,7 +55,6 @@ struct FsdpUnit {
   Buffer gathered;  // params_unsharded: P elements of param_dtype while gathered
   Buffer compute;   // workspace: P fp32, the compute copy when param_dtype is not f32
   Buffer dflat;     // grads_unsharded: P fp32, the unit's gradient before it is reduced
-  Buffer up;  // comm_buffers: S of param_dtype, the shard copied up for its all-gather (offload)
   Work gather_work;
   bool gather_inflight = false;
   bool unsharded = false;

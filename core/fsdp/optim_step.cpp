@@ -69,20 +69,21 @@ void Engine::Impl::optimizer_step() {
         gtmp.reset();
         g32 = g_host.f32();
       }
-      if (!grads_known_finite && !all_finite(od, g32, DType::f32, n))
-        SL_THROW(Error, "step ", steps + 1, ": the reduced gradient of ", unit_what(wrap, u.id),
-                 " holds NaN or Inf on rank ", world.rank(), ": the run diverged (lower --lr, now ",
-                 cfg.optim.lr, ", or set --clip)");
-      if (grad_coef != 1.0f) scale_array(od, g32, grad_coef, n);
       float* p32 = mixed() ? u.master.f32() : static_cast<float*>(owned_params(u));
       if (off && !mixed()) {  // host staging: the fp32 parameters, updated there
         p_host = od.alloc(n * 4, MemCategory::workspace);
         copy_d2h(p_host.data(), p32, n * 4, u.id);
         p32 = p_host.f32();
       }
-      u.opt->step(p32, g32, n);
-      // Finite gradients can still overflow a parameter (a large enough learning rate).
-      if (!all_finite(od, p32, DType::f32, n))
+      // Checks, clipping's scale and the update, in one pass where the optimizer's device can
+      // (AdamW on the CPU). Finite gradients can still overflow a parameter (a large enough
+      // learning rate), hence the second check.
+      const Optimizer::Checked c = u.opt->step_checked(p32, g32, n, grad_coef, !grads_known_finite);
+      if (c.grads_nonfinite)
+        SL_THROW(Error, "step ", steps + 1, ": the reduced gradient of ", unit_what(wrap, u.id),
+                 " holds NaN or Inf on rank ", world.rank(), ": the run diverged (lower --lr, now ",
+                 cfg.optim.lr, ", or set --clip)");
+      if (c.params_nonfinite)
         SL_THROW(Error, "step ", steps + 1, ": the optimizer update left NaN or Inf in the ",
                  "parameters of ", unit_what(wrap, u.id), " on rank ", world.rank(),
                  ": the run diverged (lower --lr, now ", cfg.optim.lr, ", or set --clip)");

@@ -131,7 +131,6 @@ class StepSim {
   // ---- unshard.cpp
   void issue_gather(SimUnit& u) {
     alloc(kPu, u.P * p());
-    if (params_off()) alloc(kCb, u.S * p());  // the shard copied up for the gather
     u.inflight = true;
     ++inflight_;
   }
@@ -146,7 +145,6 @@ class StepSim {
         issue_gather(units_[id]);
       u.inflight = false;
       --inflight_;
-      if (params_off()) release(kCb, u.S * p());
     }
     if (mixed()) alloc(kWs, u.P * 4);
     u.unsharded = true;

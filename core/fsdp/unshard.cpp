@@ -9,16 +9,20 @@ namespace shardlab {
 
 void Engine::Impl::issue_gather(FsdpUnit& u) {
   const int64_t P = u.layout.padded_numel();
+  const int64_t S = u.own.size;
   u.gathered = dev.alloc(P * psz(), MemCategory::params_unsharded);
   if (rec) rec->unit(u.id, UnitState::gathering);
-  const void* shard = u.params.data();
-  if (params_off()) {  // the shard lives on the host: up first, into a buffer the gather reads
-    u.up = dev.alloc(u.own.size * psz(), MemCategory::comm_buffers);
-    copy_h2d(u.up.data(), u.params.data(), u.own.size * psz(), u.id);
-    shard = u.up.data();
-  }
-  // Rank r's shard lands at [r*S, (r+1)*S): the padded flat buffer, ready for views.
-  u.gather_work = shard_comm->all_gather(shard, u.gathered.data(), u.own.size, cfg.param_dtype,
+  // In place, as PyTorch's FSDP gathers (all_gather_into_tensor with the input a view of the
+  // output): the rank copies its own shard to its slot [r*S, (r+1)*S) of the padded flat buffer
+  // (up from the host under --offload params, with no staging buffer), and the collective then
+  // fills only the other ranks' slots, (N-1)/N of the buffer. The rank's own copy is done here,
+  // before the rendezvous, instead of inside the collective while every rank waits for it.
+  void* own = static_cast<char*>(u.gathered.data()) + shard_comm->rank() * S * psz();
+  if (params_off())
+    copy_h2d(own, u.params.data(), S * psz(), u.id);
+  else
+    dev.copy(own, u.params.data(), S * psz());
+  u.gather_work = shard_comm->all_gather(own, u.gathered.data(), S, cfg.param_dtype,
                                          /*async=*/true, {u.id, "params"});
   u.gather_inflight = true;
   ++inflight_gathers;
@@ -31,7 +35,6 @@ void Engine::Impl::unshard_at(const std::vector<int>& order, int i) {
     if (!u.gather_inflight) issue_gather(u);
     prefetch(order, i);
     u.gather_work.wait();
-    u.up.reset();
     u.gather_inflight = false;
     --inflight_gathers;
   }

@@ -127,7 +127,7 @@ const ElementwiseKernels kMetaElementwise = {
 const EncoderKernels kMetaEncoder = {meta::enc_forward, meta::enc_backward};
 const GeluKernels kMetaGelu = {meta::gelu_forward, meta::gelu_backward};
 const LayerNormKernels kMetaLayerNorm = {meta::ln_forward, meta::ln_backward};
-const OptimKernels kMetaOptim = {meta::adamw, meta::sgd};
+const OptimKernels kMetaOptim = {meta::adamw, meta::sgd, nullptr};
 const ResidualKernels kMetaResidual = {meta::residual_forward, meta::bias_broadcast,
                                        meta::bias_backward};
 

@@ -44,14 +44,35 @@ void adamw_update(Device& dev, float* param, const float* grad, float* m, float*
 void sgd_update(Device& dev, float* param, const float* grad, float* momentum_buf, int64_t n,
                 float lr, float momentum, float weight_decay);
 
+// What adamw_checked found: a gradient that was NaN or Inf, a parameter left NaN or Inf.
+struct NonFinite {
+  bool grad = false;
+  bool param = false;
+};
+
+// The engine's whole optimizer step on a shard in one pass over p, g, m and v: each gradient is
+// checked finite, scaled by `grad_scale` (clipping's coefficient; 1 leaves it as it is), and
+// applied with adamw_elem; each updated parameter is checked finite. The parameters, m and v come
+// out bit-identical to all_finite(g), scale_array(g, grad_scale), adamw_update and
+// all_finite(p) in turn, and `grad` is left unscaled. Where a gradient is not finite the update
+// still runs over the whole shard (a separate check would have stopped before it): the caller
+// ends the run on any flag. Returns false, doing nothing, on a device without the fused kernel.
+bool adamw_checked(Device& dev, float* param, const float* grad, float* m, float* v, int64_t n,
+                   float grad_scale, float lr, float beta1, float beta2, float eps,
+                   float weight_decay, int t, NonFinite* found);
+
 // This family's entry in a device's kernel table (kernel_table.hpp). AdamW gets the
 // bias corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t, computed once on the host by adamw_update.
+// adamw_checked may be null (a device without the fused pass: the caller runs the steps apart).
 struct OptimKernels {
   void (*adamw)(Device& dev, float* param, const float* grad, float* m, float* v, int64_t n,
                 float lr, float beta1, float beta2, float eps, float weight_decay, float bc1,
                 float bc2);
   void (*sgd)(Device& dev, float* param, const float* grad, float* momentum_buf, int64_t n,
               float lr, float momentum, float weight_decay);
+  NonFinite (*adamw_checked)(Device& dev, float* param, const float* grad, float* m, float* v,
+                             int64_t n, float grad_scale, float lr, float beta1, float beta2,
+                             float eps, float weight_decay, float bc1, float bc2);
 };
 
 }  // namespace shardlab

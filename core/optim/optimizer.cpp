@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/base/error.hpp"
+#include "core/kernels/elementwise.hpp"
 #include "core/kernels/optim.hpp"
 
 namespace shardlab {
@@ -62,6 +63,19 @@ int64_t Optimizer::begin_step(int64_t n) {
   return ++steps_;
 }
 
+Optimizer::Checked Optimizer::step_checked(float* params, float* grads, int64_t n, float grad_scale,
+                                           bool check_grads) {
+  Checked c;
+  if (check_grads && !all_finite(dev_, grads, DType::f32, n)) {
+    c.grads_nonfinite = true;
+    return c;
+  }
+  if (grad_scale != 1.0f) scale_array(dev_, grads, grad_scale, n);
+  step(params, grads, n);
+  c.params_nonfinite = !all_finite(dev_, params, DType::f32, n);
+  return c;
+}
+
 // ---- AdamW --------------------------------------------------------------------------------------
 
 AdamW::AdamW(Device& dev, const OptimizerConfig& cfg, int64_t n) : Optimizer(dev, cfg, n) {
@@ -74,6 +88,22 @@ void AdamW::step(float* params, const float* grads, int64_t n) {
   SL_CHECK(t <= INT32_MAX, "AdamW: step ", t, " beyond the kernel's int range");
   adamw_update(dev_, params, grads, m_.f32(), v_.f32(), n, cfg_.lr, cfg_.beta1, cfg_.beta2,
                cfg_.eps, cfg_.weight_decay, static_cast<int>(t));
+}
+
+Optimizer::Checked AdamW::step_checked(float* params, float* grads, int64_t n, float grad_scale,
+                                       bool check_grads) {
+  const int64_t t = steps_ + 1;
+  SL_CHECK(t <= INT32_MAX, "AdamW: step ", t, " beyond the kernel's int range");
+  NonFinite found;
+  if (n != n_ ||
+      !adamw_checked(dev_, params, grads, m_.f32(), v_.f32(), n, grad_scale, cfg_.lr, cfg_.beta1,
+                     cfg_.beta2, cfg_.eps, cfg_.weight_decay, static_cast<int>(t), &found))
+    return Optimizer::step_checked(params, grads, n, grad_scale, check_grads);
+  begin_step(n);
+  Checked c;
+  c.grads_nonfinite = check_grads && found.grad;
+  c.params_nonfinite = found.param;
+  return c;
 }
 
 std::vector<OptimizerState> AdamW::state() const {

@@ -47,6 +47,18 @@ class Optimizer {
   // One update of params (n floats, device memory) from grads; n must be size(). Increments the
   // step counter first: the first call is step 1.
   virtual void step(float* params, const float* grads, int64_t n) = 0;
+  // The step with the engine's divergence checks around it: `grads` checked finite first (unless
+  // `check_grads` is false), scaled by `grad_scale` (clipping; 1 leaves them), the update, then
+  // `params` checked finite. Returns what was found NaN or Inf; on any flag the state is not
+  // defined and the run must end. The grads may be left scaled. The parameters come out
+  // bit-identical to those checks and step() run apart, which is what this default does; AdamW
+  // runs it as one pass over p, g, m and v where its device has the fused kernel (the CPU).
+  struct Checked {
+    bool grads_nonfinite = false;
+    bool params_nonfinite = false;
+  };
+  virtual Checked step_checked(float* params, float* grads, int64_t n, float grad_scale,
+                               bool check_grads);
   // Device buffers of the state, in a fixed order; empty for plain SGD.
   virtual std::vector<OptimizerState> state() const = 0;
 
@@ -78,6 +90,8 @@ class AdamW final : public Optimizer {
  public:
   AdamW(Device& dev, const OptimizerConfig& cfg, int64_t n);
   void step(float* params, const float* grads, int64_t n) override;
+  Checked step_checked(float* params, float* grads, int64_t n, float grad_scale,
+                       bool check_grads) override;
   std::vector<OptimizerState> state() const override;
   float* m() { return m_.f32(); }
   float* v() { return v_.f32(); }

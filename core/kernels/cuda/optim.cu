@@ -48,6 +48,6 @@ void sgd_update(Device& dev, float* param, const float* grad, float* momentum_bu
 }  // namespace
 }  // namespace cuda
 
-const OptimKernels kCudaOptim = {cuda::adamw_update, cuda::sgd_update};
+const OptimKernels kCudaOptim = {cuda::adamw_update, cuda::sgd_update, nullptr};
 
 }  // namespace shardlab
