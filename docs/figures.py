@@ -66,6 +66,66 @@ def plan_tiny(cwd):
     return fenced([cmd] + out.split("\n"))
 
 
+def plan_output(cmd):
+    """A `shardlab plan` command and its whole output."""
+    def make(cwd):
+        out = run(cmd, cwd).rstrip("\n")
+        return fenced([cmd.replace("build/bin/", "")] + out.split("\n"))
+    return make
+
+
+PLAN_ZERO = ("build/bin/shardlab plan --params 7.5e9 --ranks 64 --param-dtype f16 "
+             "--reduce-dtype f16 --decimal --strategy no_shard --strategy shard_optim "
+             "--strategy shard_grad_op --strategy full_shard")
+PLAN_ARTICLE = ("build/bin/shardlab plan --params 7e9 --ranks 4 --param-dtype bf16 "
+                "--reduce-dtype bf16 --decimal --strategy no_shard --strategy full_shard")
+
+
+def plan_7b_a100(cwd):
+    """7b full_shard on 4 of the a100-40gb preset's GPUs, T = 2048, bf16: B 1..4 per rank, with
+    and without act-ckpt, offload none / optim / params. One `shardlab plan` per row."""
+    rows = ["| B per rank | act-ckpt | offload | device peak GiB | host peak GiB | fits 40 GiB | "
+            "step s | tokens/s (4 ranks) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    base = ("build/bin/shardlab plan --model 7b --ranks 4 --seq 2048 --param-dtype bf16 "
+            "--reduce-dtype bf16 --strategy full_shard --mem-limit 40GiB --cluster a100-40gb")
+    for ckpt in ["", " --act-ckpt"]:
+        for off in ["none", "optim", "params"]:
+            for b in [1, 2, 4]:
+                cmd = f"{base} --batch {b}{ckpt} --offload {off}"
+                out = run(f"{cmd} || [ $? -eq 2 ]", cwd)  # 2: it does not fit
+                # the plan's row (the transient table's comes after it)
+                line = [l for l in out.split("\n") if l.startswith("full_shard")][:1]
+                if len(line) != 1:
+                    sys.exit(f"docs/figures.py: `{cmd}` printed no full_shard row:\n{out}")
+                f = line[0].split()
+                # strategy N G params grads optim persist transient peak padding [host] fits
+                # step tokens/s exposed
+                peak = float(f[8]) / 1024
+                host = float(f[10]) / 1024 if off != "none" else 0.0
+                fits = f[11] if off != "none" else f[10]
+                step_ms, tps = float(f[-3]), float(f[-2])
+                rows.append(f"| {b} | {'yes' if ckpt else 'no'} | {off} | {peak:.1f} | "
+                            f"{host:.1f} | {fits} | {step_ms / 1e3:.2f} | {tps:,.0f} |")
+    cmd = base.replace("build/bin/", "") + " --batch B [--act-ckpt] --offload none|optim|params"
+    return "\n".join([f"`{cmd}`, one row each:", ""] + rows)
+
+
+def plan_speed(cwd):
+    """The wall time of planning all five strategies of gpt2 (B 8, T 1024), best of three, with
+    the machine's load."""
+    cmd = ("build/bin/shardlab plan --model gpt2 --ranks 8 --batch 8 --seq 1024 --param-dtype bf16 "
+           "--reduce-dtype bf16")
+    times = []
+    for _ in range(3):
+        t0 = time.time()
+        run(cmd, cwd)
+        times.append(time.time() - t0)
+    load = open("/proc/loadavg").read().split()[0]
+    return fenced([f"$ time {cmd.replace('build/bin/', '')}",
+                   f"best of 3: {min(times):.2f} s wall (load average {load})"])
+
+
 def demo_table(cwd):
     """`shardlab demo`'s closing table (README.md and docs/fsdp.md quote it)."""
     out = run("build/bin/shardlab demo", cwd)
@@ -189,6 +249,10 @@ FIGURES = {
     "bench-explained": (["docs/bench/README.md"], bench_explained, False),
     "simulate-7b": (["docs/simulate.md"], simulate_7b, False),
     "simulate-table": (["docs/simulate.md"], simulate_table, False),
+    "plan-zero": (["docs/memory.md"], plan_output(PLAN_ZERO), False),
+    "plan-article": (["docs/memory.md"], plan_output(PLAN_ARTICLE), False),
+    "plan-7b-a100": (["docs/memory.md"], plan_7b_a100, False),
+    "plan-speed": (["docs/memory.md"], plan_speed, False),
 }
 
 

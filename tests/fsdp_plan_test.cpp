@@ -6,9 +6,11 @@
 #include <cmath>
 
 #include "apps/shardlab/plan_command.hpp"
+#include "core/device/cluster_spec.hpp"
 #include "core/fsdp/flat_param.hpp"
 #include "core/fsdp/memory_plan.hpp"
 
+#include <memory>
 #include <sstream>
 
 using namespace shardlab;
@@ -197,7 +199,101 @@ TEST(FsdpPlan, PlanCommandPrintsTheZeroExampleAndModelPlans) {
   m.capacity = 1;  // nothing fits in one byte
   std::ostringstream os2;
   EXPECT_EQ(plan_command(m, os2), 2);
-  EXPECT_NE(os2.str().find("peak during"), std::string::npos) << os2.str();
+  EXPECT_NE(os2.str().find("transient at the peak"), std::string::npos) << os2.str();
+  EXPECT_NE(os2.str().find("NO"), std::string::npos) << os2.str();
   m.model = "nope";
   EXPECT_THROW(plan_command(m, os2), InvalidArgument);
+}
+
+TEST(FsdpPlan, ParamsAlonePlansModelStatesOnlyAndNeverSaysFits) {
+  PlanCommandOptions o;
+  o.params = 1'000'000;
+  o.ranks = 4;
+  o.capacity = 1;  // a cap nothing could fit: not compared, no exit 2
+  std::ostringstream os;
+  EXPECT_EQ(plan_command(o, os), 0);
+  const std::string t = os.str();
+  EXPECT_NE(t.find("model states only"), std::string::npos) << t;
+  EXPECT_EQ(t.find("fits"), t.find("no \"fits\"") + 4) << t;  // only in "no "fits""
+  EXPECT_EQ(t.find("yes"), std::string::npos) << t;
+  EXPECT_EQ(t.find(" NO"), std::string::npos) << t;
+  EXPECT_NE(t.find("not compared"), std::string::npos) << t;
+  // A shape beside --params is refused, naming the flag.
+  o.shape_flags_given = {"--n-layer"};
+  try {
+    plan_command(o, os);
+    FAIL() << "--params with --n-layer accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--n-layer"), std::string::npos) << e.what();
+  }
+}
+
+TEST(FsdpPlan, ShapeOverridesAndTheirBadInputNameTheFlag) {
+  PlanCommandOptions o;
+  o.model = "small";
+  o.n_layer = 2;
+  o.n_embd = 128;
+  o.n_head = 4;
+  o.vocab_size = 512;
+  o.max_seq_len = 64;
+  const GPTConfig m = plan_model(o);
+  EXPECT_EQ(m.n_layer, 2);
+  EXPECT_EQ(m.n_embd, 128);
+  EXPECT_EQ(m.vocab_size, 512);
+  EXPECT_EQ(m.max_seq_len, 64);
+  const auto refused = [&](PlanCommandOptions bad, const char* flag) {
+    try {
+      plan_model(bad);
+      ADD_FAILURE() << flag << " accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(flag), std::string::npos) << e.what();
+    }
+  };
+  PlanCommandOptions heads = o;
+  heads.n_head = 5;  // does not divide 128
+  refused(heads, "--n-head");
+  PlanCommandOptions neg = o;
+  neg.n_layer = -1;
+  refused(neg, "--n-layer");
+  PlanCommandOptions seq = o;
+  seq.seq = 65;
+  refused(seq, "--seq");
+  PlanCommandOptions preset = o;
+  preset.model = "huge";
+  refused(preset, "huge");
+}
+
+TEST(FsdpPlan, ClusterAddsStepTimeTokensPerSecondAndExposedComm) {
+  const GPTConfig m = GPTConfig::preset("small");
+  EngineConfig e;
+  e.strategy = Strategy::full_shard;
+  PlanInput in = plan_input(e, 8, m, 4, 128);
+  const MemoryPlan memory_only = plan_memory(in);
+  EXPECT_LT(memory_only.step_s, 0);
+  in.cluster = std::make_shared<const ClusterSpec>(load_cluster_spec("h100-sxm"));
+  const MemoryPlan timed = plan_memory(in);
+  EXPECT_GT(timed.step_s, 0);
+  EXPECT_GE(timed.exposed_comm_s, 0);
+  EXPECT_LE(timed.exposed_comm_s, timed.step_s);
+  EXPECT_EQ(timed.tokens, 8 * 4 * 128);
+  EXPECT_DOUBLE_EQ(timed.tokens_per_s(), timed.tokens / timed.step_s);
+  // Time never changes memory.
+  EXPECT_EQ(timed.peak_by_category(), memory_only.peak_by_category());
+  // A slower cluster (A100: a third of the bf16 peak, half the links) predicts a longer step.
+  in.cluster = std::make_shared<const ClusterSpec>(load_cluster_spec("a100-40gb"));
+  EXPECT_GT(plan_memory(in).step_s, timed.step_s);
+  // N must fit the cluster: 12 ranks are a node and a half of 8.
+  in.world = 12;
+  EXPECT_THROW(plan_memory(in), InvalidArgument);
+
+  PlanCommandOptions o;
+  o.model = "small";
+  o.ranks = 8;
+  o.batch = 2;
+  o.seq = 64;
+  o.cluster = "h100-sxm";
+  std::ostringstream os;
+  EXPECT_EQ(plan_command(o, os), 0);
+  for (const char* col : {"tokens/s", "exposed", "timed on cluster h100-sxm"})
+    EXPECT_NE(os.str().find(col), std::string::npos) << col << " missing from\n" << os.str();
 }

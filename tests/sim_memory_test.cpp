@@ -8,9 +8,10 @@
 // in flight together (hybrid's all-reduce behind the next unit's reduce-scatter, or a 16-bit
 // gradient's staging copy beside the previous unit's reduction) whether their staging overlaps
 // depends on thread timing, and the real peak changes from run to run. The simulator holds a
-// staging from issue until the collective is waited on or the next one on its communicator is
-// issued, so its comm_buffers peak is the real one when they cannot overlap, and otherwise at
-// most one staging above it: real <= simulated <= real + one staging.
+// staging from issue until the collective is waited on or the next reduction on its communicator
+// is issued (the local worker runs them one at a time), so its comm_buffers peak is the real one
+// when they cannot overlap, and otherwise at most one staging above it: real <= simulated <= real
+// + one staging.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,13 +40,21 @@ struct Case {
   int accum;
   bool bf16;
   std::string wrap = "block";
+  Offload offload = Offload::none;
   std::string name() const {
     std::ostringstream os;
     os << strategy_name(strategy) << " N=" << ranks << " prefetch " << prefetch
        << (act_ckpt ? " act-ckpt" : "") << " accum " << accum << (bf16 ? " bf16" : " f32")
-       << " wrap " << wrap;
+       << " wrap " << wrap << " offload " << offload_name(offload);
     return os.str();
   }
+};
+
+// What a rank saw: its device tracker's peaks, and under --offload its host tracker's and the
+// bytes copied each way in the last step.
+struct Seen {
+  MemArray device{}, host{};
+  int64_t h2d = 0, d2h = 0;
 };
 
 constexpr int kRowsPerMicro = 2, kT = 16, kSteps = 2;
@@ -57,11 +66,12 @@ EngineConfig config_of(const Case& c) {
   ec.act_ckpt = c.act_ckpt;
   ec.wrap = c.wrap;
   if (c.bf16) ec.param_dtype = ec.reduce_dtype = DType::bf16;
+  ec.offload = c.offload;
   return ec;
 }
 
 // Each rank's tracker peaks after kSteps steps of the trainer's EngineStepper.
-void step_rank(const Case& c, RankContext& ctx, std::vector<MemArray>& peaks) {
+void step_rank(const Case& c, RankContext& ctx, std::vector<Seen>& peaks) {
   const GPTConfig model = tiny_model();
   EngineStepper stepper(ctx, model, config_of(c), c.accum);
   const int rows = kRowsPerMicro * c.accum;  // this rank's rows per step
@@ -69,19 +79,23 @@ void step_rank(const Case& c, RankContext& ctx, std::vector<MemArray>& peaks) {
     const GlobalBatch b = make_batch(model, rows, kT, s);
     stepper.step(b.tokens.data(), b.targets.data(), rows, kT, 1e-2f);
   }
-  peaks[static_cast<size_t>(ctx.rank)] = ctx.tracker->peak_all();
+  Seen& seen = peaks[static_cast<size_t>(ctx.rank)];
+  seen.device = ctx.tracker->peak_all();
+  if (const MemoryTracker* host = stepper.engine().host_tracker()) seen.host = host->peak_all();
+  seen.h2d = stepper.last().copy_h2d;
+  seen.d2h = stepper.last().copy_d2h;
 }
 
-std::vector<MemArray> real_peaks(const Case& c) {
-  std::vector<MemArray> peaks(static_cast<size_t>(c.ranks));
+std::vector<Seen> real_peaks(const Case& c) {
+  std::vector<Seen> peaks(static_cast<size_t>(c.ranks));
   LaunchOptions lo;
   lo.ranks = c.ranks;
   launch(lo, [&](RankContext& ctx) { step_rank(c, ctx, peaks); });
   return peaks;
 }
 
-std::vector<MemArray> simulated_peaks(const Case& c, const std::string& cluster) {
-  std::vector<MemArray> peaks(static_cast<size_t>(c.ranks));
+std::vector<Seen> simulated_peaks(const Case& c, const std::string& cluster) {
+  std::vector<Seen> peaks(static_cast<size_t>(c.ranks));
   LaunchOptions lo;
   lo.backend = "sim";
   lo.device = "meta";
@@ -108,19 +122,27 @@ int64_t one_staging(const Case& c) {
 
 // Returns whether comm_buffers matched exactly on every rank.
 bool expect_same_peaks(const Case& c, const std::string& cluster) {
-  const std::vector<MemArray> real = real_peaks(c);
-  const std::vector<MemArray> sim = simulated_peaks(c, cluster);
+  const std::vector<Seen> real_seen = real_peaks(c);
+  const std::vector<Seen> sim_seen = simulated_peaks(c, cluster);
   const int comm = static_cast<int>(MemCategory::comm_buffers);
   bool comm_exact = true;
   for (int r = 0; r < c.ranks; ++r) {
     const std::string where = c.name() + " on " + cluster + ", rank " + std::to_string(r) + ", ";
+    const MemArray &real = real_seen[r].device, &sim = sim_seen[r].device;
     for (int k = 0; k < kNumMemCategories; ++k) {
       if (k == comm) continue;
-      EXPECT_EQ(sim[r][k], real[r][k]) << where << mem_category_name(static_cast<MemCategory>(k));
+      EXPECT_EQ(sim[k], real[k]) << where << mem_category_name(static_cast<MemCategory>(k));
+      // The host tier (--offload; all zero without): every category, comm_buffers included
+      // (nothing stages there).
+      EXPECT_EQ(sim_seen[r].host[k], real_seen[r].host[k])
+          << where << "host " << mem_category_name(static_cast<MemCategory>(k));
     }
-    EXPECT_LE(real[r][comm], sim[r][comm]) << where << "comm_buffers";
-    EXPECT_LE(sim[r][comm], real[r][comm] + one_staging(c)) << where << "comm_buffers";
-    comm_exact = comm_exact && sim[r][comm] == real[r][comm];
+    EXPECT_EQ(sim_seen[r].host[comm], real_seen[r].host[comm]) << where << "host comm_buffers";
+    EXPECT_EQ(sim_seen[r].h2d, real_seen[r].h2d) << where << "bytes copied host to device";
+    EXPECT_EQ(sim_seen[r].d2h, real_seen[r].d2h) << where << "bytes copied device to host";
+    EXPECT_LE(real[comm], sim[comm]) << where << "comm_buffers";
+    EXPECT_LE(sim[comm], real[comm] + one_staging(c)) << where << "comm_buffers";
+    comm_exact = comm_exact && sim[comm] == real[comm];
   }
   return comm_exact;
 }
@@ -170,4 +192,63 @@ TEST(SimMemory, EveryWrapPolicyToo) {
 TEST(SimMemory, TheClusterDoesNotChangeTheMemory) {
   expect_same_peaks({Strategy::full_shard, 4, 2, true, 2, false}, "a100-40gb");
   expect_same_peaks({Strategy::hybrid_shard, 8, 1, false, 1, true}, "a100-40gb");
+}
+
+// CPU offload through the engine itself: the meta device's host tier is a meta device over the
+// host tracker, so the simulated rank's device and host peaks per category and the bytes copied
+// each way are the real run's, for --offload optim (every strategy) and params (the sharded ones).
+TEST(SimMemory, OffloadOptimAndParamsToo) {
+  int exact = 0, cases = 0;
+  for (Strategy s : kStrategies)
+    for (int n : {1, 2, 4}) {
+      Case optim{s, n, 1, false, 1, false};
+      optim.offload = Offload::optim;
+      exact += expect_same_peaks(optim, "h100-sxm");
+      ++cases;
+      if (keeps_full_params(s) || n == 1) continue;
+      Case params{s, n, n % 3, n == 4, 2, n == 4};
+      params.offload = Offload::params;
+      exact += expect_same_peaks(params, "a100-40gb");
+      ++cases;
+    }
+  EXPECT_GE(exact, cases / 2) << exact << " of " << cases << " cases exact in comm_buffers";
+}
+
+// The simulated step charges the offload's copies to the host link and the host's optimizer step
+// to the host's memory bandwidth: it takes longer than without offload, by at least the copies.
+// (On a model as small as tiny_model, launch costs dominate: the device's 4 us per kernel against
+// the host loops' none, and offload can come out faster. So the model here is wide: C = 1024.)
+TEST(SimMemory, OffloadCostsTimeOnTheHostLink) {
+  GPTConfig model = tiny_model();
+  model.n_embd = 1024;
+  model.n_head = 8;
+  const auto step_ns = [&model](Offload o) {
+    Case c{Strategy::full_shard, 4, 1, false, 1, false};
+    c.offload = o;
+    LaunchOptions lo;
+    lo.backend = "sim";
+    lo.device = "meta";
+    lo.ranks = 4;
+    lo.cluster = std::make_shared<const ClusterSpec>(load_cluster_spec("h100-sxm"));
+    int64_t ns = 0, copied = 0;
+    launch(lo, [&](RankContext& ctx) {
+      EngineStepper stepper(ctx, model, config_of(c), 1);
+      const GlobalBatch b = make_batch(model, kRowsPerMicro, kT, 0);
+      stepper.step(b.tokens.data(), b.targets.data(), kRowsPerMicro, kT, 1e-2f);
+      const int64_t t0 = thread_virtual_clock()->now_ns;
+      stepper.step(b.tokens.data(), b.targets.data(), kRowsPerMicro, kT, 1e-2f);
+      ns = thread_virtual_clock()->now_ns - t0;
+      copied = stepper.last().copy_h2d + stepper.last().copy_d2h;
+    });
+    return std::make_pair(ns, copied);
+  };
+  const auto [plain, none_copied] = step_ns(Offload::none);
+  const auto [params, params_copied] = step_ns(Offload::params);
+  EXPECT_EQ(none_copied, 0);
+  ASSERT_GT(params_copied, 0);
+  const ClusterSpec h100 = load_cluster_spec("h100-sxm");
+  // At least the copies' bandwidth term; each copy also pays the link's latency.
+  EXPECT_GE(params - plain, static_cast<int64_t>(static_cast<double>(params_copied) /
+                                                 h100.host_link.bandwidth * 1e9))
+      << "plain " << plain << " ns, offload params " << params << " ns";
 }

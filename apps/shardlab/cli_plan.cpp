@@ -25,7 +25,8 @@ const EngineOptionHelp kPlanEngineHelp = {
     "f32 | bf16 | f16",
     "micro-batches per step",
     "activation checkpointing",
-    "per-rank capacity, e.g. 16GiB (exit 2 if none fits)",
+    "per-rank device capacity, e.g. 16GiB: whether the whole peak fits (exit 2 if no strategy "
+    "does; not compared with --params)",
     "FSDP units: block | whole | layer | blocks:K | size:N",
     "none | optim | params: what lives in host memory (a host peak column)",
     "per-rank host memory capacity (--offload; 0 = none)"};
@@ -43,22 +44,44 @@ CliCommand add_plan_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   PlanCommandOptions& p = o->plan;
   CLI::App* cmd = app.add_subcommand(
-      "plan", "per-rank memory by category for each strategy (the planner), without running");
+      "plan",
+      "per-rank memory by category for each strategy, from one step of the engine on the "
+      "simulator's meta device (with --cluster also step time, tokens/s, exposed comm)");
   cmd->option_defaults()->always_capture_default();
   cmd->add_option("--model", p.model, "model preset: " + preset_list());
+  cmd->add_option("--n-layer", p.n_layer, "override the preset's transformer blocks (0 = keep)");
+  cmd->add_option("--n-head", p.n_head, "override the attention heads; must divide n_embd");
+  cmd->add_option("--n-embd", p.n_embd, "override the residual width C");
+  cmd->add_option("--vocab-size", p.vocab_size, "override the vocabulary size V");
+  cmd->add_option("--max-seq-len", p.max_seq_len, "override the longest sequence the model takes");
   cmd->add_option("--params", o->params,
-                  "plan model states for this many parameters instead (e.g. 7.5e9)");
+                  "model states only for this many parameters (e.g. 7.5e9), no shape: no "
+                  "activations or gathered units, so never \"fits\" and never exit 2 (a limit is "
+                  "not compared); excludes --model and the shape options");
   cmd->add_option("--ranks", p.ranks, "ranks N");
   cmd->add_option("--strategy", o->strategies, "strategies to plan (repeatable; default all)");
   cmd->add_option("--batch", p.batch, "sequences per rank per micro-batch");
   cmd->add_option("--seq", p.seq, "tokens per sequence (0: the model's max)");
   add_engine_options(cmd, p.engine, p.accum, o->engine, kPlanEngineHelp);
   cmd->add_flag("--decimal", p.decimal, "GB (1e9 bytes, as the ZeRO paper) instead of MiB");
+  cmd->add_option("--cluster", p.cluster,
+                  "also time the step on this cluster (a preset of shardlab simulate or a JSON "
+                  "file): step ms, tokens/s, exposed comm ms columns");
+  cmd->add_option("--math", p.math,
+                  "fp32 | tf32 | bf16: the GEMM peak charged with --cluster (default: bf16 with "
+                  "16-bit parameters, else fp32)");
   cmd->footer(
-      "\nExample (the ZeRO paper's Figure 1: 120, 31.4, 16.6, 1.9 GB):\n"
+      "\nWith a model (always a shape: a preset and overrides), each strategy's plan is one\n"
+      "training step of the real engine on the meta device, rank 0 of N: every allocation\n"
+      "tracked, none held (docs/simulate.md). \"fits\" means the whole peak (and the host tier's\n"
+      "with --host-mem-limit) fits; exit 2 when a limit is given and no strategy fits.\n"
+      "\nExamples:\n"
+      "  shardlab plan --model gpt2 --ranks 8 --batch 4 --seq 1024 --mem-limit 16GiB\n"
+      "  shardlab plan --model 7b --ranks 4 --batch 1 --seq 2048 --param-dtype bf16 \\\n"
+      "      --reduce-dtype bf16 --act-ckpt --mem-limit 40GiB --cluster a100-40gb\n"
       "  shardlab plan --params 7.5e9 --ranks 64 --param-dtype f16 --reduce-dtype f16 --decimal\n"
-      "  shardlab plan --model gpt2 --ranks 8 --batch 4 --seq 1024 --mem-limit 16GiB\n");
-  return {cmd, [o] {
+      "      (model states only: the ZeRO paper's Figure 1, 120 / 31.4 / 16.6 / 1.9 GB)\n");
+  return {cmd, [o, cmd] {
             PlanCommandOptions& p = o->plan;
             char* end = nullptr;
             const double psi = std::strtod(o->params.c_str(), &end);
@@ -71,6 +94,9 @@ CliCommand add_plan_command(CLI::App& app) {
               SL_THROW(InvalidArgument, "--params ", o->params, ": ", psi,
                        " parameters is more than the 2^56 (7.2e+16) the planner counts");
             p.params = static_cast<int64_t>(psi);
+            for (const char* flag : {"--model", "--n-layer", "--n-head", "--n-embd", "--vocab-size",
+                                     "--max-seq-len", "--batch", "--seq", "--accum", "--act-ckpt"})
+              if (cmd->count(flag) > 0) p.shape_flags_given.emplace_back(flag);
             apply_engine_options(o->engine, p.engine, p.capacity);
             for (const std::string& s : o->strategies) p.strategies.push_back(parse_strategy(s));
             return plan_command(p, std::cout);

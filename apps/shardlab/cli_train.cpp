@@ -37,8 +37,8 @@ const EngineOptionHelp kTrainEngineHelp = {
     "none | optim | params: host memory, a second tier. optim: the optimizer state (m, v, fp32 "
     "master) and its step; the gradient shard is copied down and the updated parameters up each "
     "step. params (full_shard, hybrid_shard): the parameter and gradient shards too, each shard "
-    "copied up before its all-gather and down after its reduction (cpu device; docs/fsdp.md, CPU "
-    "offload)",
+    "copied up before its all-gather and down after its reduction (cpu device, and simulate's "
+    "meta device; docs/fsdp.md, CPU offload)",
     "per-rank host memory capacity with --offload, e.g. 1GiB (0 = none): over it, out of memory"};
 
 }  // namespace

@@ -15,6 +15,7 @@ namespace shardlab {
 // one when waited on.
 struct VirtualClock {
   int64_t now_ns = 0;
+  int64_t waited_ns = 0;  // time the stream stood idle in join: exposed communication
 
   // Runs `ns` of work on the stream; returns its end.
   int64_t advance(int64_t ns) {
@@ -23,7 +24,10 @@ struct VirtualClock {
   }
   // The stream waits for an event at `t_ns` (a collective's end).
   void join(int64_t t_ns) {
-    if (t_ns > now_ns) now_ns = t_ns;
+    if (t_ns > now_ns) {
+      waited_ns += t_ns - now_ns;
+      now_ns = t_ns;
+    }
   }
 };
 

@@ -51,13 +51,15 @@ struct SimOp final : Work::State {
 class SimComm final : public Communicator {
  public:
   SimComm(std::shared_ptr<const ClusterSpec> spec, std::vector<int> members, int rank,
-          Device& device, VirtualClock& clock, std::shared_ptr<FlightRecorder> flight)
+          Device& device, VirtualClock& clock, std::shared_ptr<FlightRecorder> flight,
+          bool local_staging)
       : Communicator(rank, static_cast<int>(members.size())),
         spec_(std::move(spec)),
         members_(std::move(members)),
         placement_(place_group(*spec_, members_)),
         device_(device),
-        clock_(clock) {
+        clock_(clock),
+        local_staging_(local_staging) {
     flight_ = std::move(flight);
   }
 
@@ -104,8 +106,9 @@ class SimComm final : public Communicator {
     std::vector<int> world;
     world.reserve(members.size());
     for (int m : members) world.push_back(members_[m]);
-    auto sub = std::make_unique<SimComm>(
-        spec_, std::move(world), static_cast<int>(me - members.begin()), device_, clock_, flight_);
+    auto sub =
+        std::make_unique<SimComm>(spec_, std::move(world), static_cast<int>(me - members.begin()),
+                                  device_, clock_, flight_, local_staging_);
     sub->set_recorder(recorder_);
     return sub;
   }
@@ -115,8 +118,6 @@ class SimComm final : public Communicator {
               bool async, CallInfo info) {
     check_collective_args("sim", op, send, recv, count, root, size_);
     add_traffic(traffic_, op, count, t, size_);
-    // The stream's previous collective has ended before this one starts: its staging is free.
-    if (auto prev = last_.lock()) prev->staging.reset();
 
     auto w = std::make_shared<SimOp>();
     w->clock = &clock_;
@@ -132,8 +133,15 @@ class SimComm final : public Communicator {
     int64_t reduce_len = 0;
     if (op == CommOp::reduce_scatter) reduce_len = count;
     if (op == CommOp::all_reduce) reduce_len = chunk_len(count, rank_, size_);
-    if (reduce_len > 0)
+    if (reduce_len > 0 && local_staging_) {
+      // The local worker runs this communicator's collectives one at a time and takes a
+      // reduction's staging when it starts it, after the previous reduction has ended and freed
+      // its own. Until then that one is held (also across all-gathers issued meanwhile, which
+      // stage nothing), or until it is waited on: at most one staging per communicator.
+      if (auto prev = last_staged_.lock()) prev->staging.reset();
       w->staging = device_.alloc(reduce_staging_bytes(reduce_len, t), MemCategory::comm_buffers);
+      last_staged_ = w;
+    }
 
     const int64_t seq = flight_->issued(op, info, count, t, size_);
     w->times.t_issue = clock_.now_ns;
@@ -141,7 +149,6 @@ class SimComm final : public Communicator {
     w->times.t_end = w->times.t_start + collective_ns(*spec_, placement_, op, w->bytes);
     stream_free_ns_ = w->times.t_end;
     flight_->ended(seq, true, -1);
-    last_ = w;
     Work work(w);
     if (!async) work.wait();
     return work;
@@ -158,15 +165,16 @@ class SimComm final : public Communicator {
   GroupPlacement placement_;
   Device& device_;
   VirtualClock& clock_;
+  bool local_staging_;
   int64_t stream_free_ns_ = 0;
-  std::weak_ptr<SimOp> last_;
+  std::weak_ptr<SimOp> last_staged_;  // the last collective that took a reduction staging
 };
 
 }  // namespace
 
 std::unique_ptr<Communicator> make_sim_communicator(std::shared_ptr<const ClusterSpec> spec,
                                                     int world, int rank, Device& device,
-                                                    VirtualClock& clock) {
+                                                    VirtualClock& clock, bool local_staging) {
   SL_CHECK(spec != nullptr, "sim communicator: no cluster spec");
   spec->check_ranks(world);
   if (rank < 0 || rank >= world)
@@ -174,7 +182,7 @@ std::unique_ptr<Communicator> make_sim_communicator(std::shared_ptr<const Cluste
   std::vector<int> members(static_cast<size_t>(world));
   std::iota(members.begin(), members.end(), 0);
   return std::make_unique<SimComm>(std::move(spec), std::move(members), rank, device, clock,
-                                   std::make_shared<FlightRecorder>(rank));
+                                   std::make_shared<FlightRecorder>(rank), local_staging);
 }
 
 bool sim_group_intra_node(const Communicator& c) {

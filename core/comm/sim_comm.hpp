@@ -22,9 +22,11 @@ namespace shardlab {
 // World rank `rank` of `world` ranks on cluster `spec` (world must fit it: ClusterSpec::
 // check_ranks). Staging goes through `device`; times go to `clock`, the rank's compute stream.
 // Sub-communicators come from split_group (split without the members throws InvalidArgument).
+// local_staging false: no reduction staging is charged, as for the MPI and NCCL backends, which
+// stage inside the library where the tracker does not see it (the planner of such a run).
 std::unique_ptr<Communicator> make_sim_communicator(std::shared_ptr<const ClusterSpec> spec,
                                                     int world, int rank, Device& device,
-                                                    VirtualClock& clock);
+                                                    VirtualClock& clock, bool local_staging = true);
 
 // Whether a communicator made by make_sim_communicator (or split from one) stays inside one node;
 // false for any other communicator.

@@ -28,7 +28,9 @@ const char* kH100 = R"({
           "memory_GiB": 80, "memory_bandwidth_GBps": 3350},
   "intra_node": {"bandwidth_GBps": 450, "latency_us": 2},
   "inter_node": {"bandwidth_GBps": 50, "latency_us": 5},
-  "host_link": {"bandwidth_GBps": 64, "latency_us": 5}
+  "host_link": {"bandwidth_GBps": 64, "latency_us": 5},
+  "host": {"memory_bandwidth_GBps": 76.8,
+           "source": "DGX H100: 2x Xeon Platinum 8480C, 8 DDR5-4800 channels each (2 x 307 GB/s), shared by 8 GPUs"}
 })";
 
 const char* kA100 = R"({
@@ -41,7 +43,9 @@ const char* kA100 = R"({
           "memory_GiB": 40, "memory_bandwidth_GBps": 1555},
   "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
   "inter_node": {"bandwidth_GBps": 25, "latency_us": 5},
-  "host_link": {"bandwidth_GBps": 32, "latency_us": 5}
+  "host_link": {"bandwidth_GBps": 32, "latency_us": 5},
+  "host": {"memory_bandwidth_GBps": 51.2,
+           "source": "DGX A100: 2x AMD EPYC 7742, 8 DDR4-3200 channels each (2 x 204.8 GB/s), shared by 8 GPUs"}
 })";
 
 struct Preset {
@@ -150,6 +154,10 @@ ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where
   c.intra_node = link(j, "intra_node", where);
   c.inter_node = link(j, "inter_node", where);
   c.host_link = link(j, "host_link", where);
+  if (j.contains("host"))
+    c.host_memory_bandwidth = number(object(j, "host", where), "memory_bandwidth_GBps",
+                                     "host.memory_bandwidth_GBps", where) *
+                              1e9;
   if (j.contains("efficiency")) {
     const nlohmann::json& e = object(j, "efficiency", where);
     CostModel& m = c.cost;

@@ -10,6 +10,7 @@
 //    "intra_node": {"bandwidth_GBps": 450, "latency_us": 3},   // per GPU, one direction
 //    "inter_node": {"bandwidth_GBps": 50, "latency_us": 6},    // per GPU, one direction
 //    "host_link":  {"bandwidth_GBps": 64, "latency_us": 10},
+//    "host": {"memory_bandwidth_GBps": 76.8},                  // optional: per GPU's share
 //    "efficiency": {...}}                                      // optional, see CostModel
 #pragma once
 
@@ -57,6 +58,11 @@ struct ClusterSpec {
   int64_t memory_bytes = 0;          // per GPU
   double memory_bandwidth = 0;       // bytes/s
   Link intra_node, inter_node, host_link;
+  // The host memory bandwidth one GPU's share of the host gets (bytes/s): what the host tier's
+  // kernels under --offload (the optimizer step on the host) are charged at. Optional in a spec
+  // ("host": {"memory_bandwidth_GBps": ...}); without it kDefaultHostMemoryBandwidth.
+  double host_memory_bandwidth = kDefaultHostMemoryBandwidth;
+  static constexpr double kDefaultHostMemoryBandwidth = 50e9;
   CostModel cost;
   nlohmann::json json;  // the spec as read (written into a simulated run's meta.json)
 

@@ -58,4 +58,9 @@ int64_t host_copy_ns(const ClusterSpec& s, int64_t bytes) {
                static_cast<double>(std::max<int64_t>(bytes, 0)) / s.host_link.bandwidth);
 }
 
+int64_t host_memory_ns(const ClusterSpec& s, int64_t bytes) {
+  return to_ns(static_cast<double>(std::max<int64_t>(bytes, 0)) /
+               (s.host_memory_bandwidth * s.cost.memory_efficiency));
+}
+
 }  // namespace shardlab

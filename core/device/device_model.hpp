@@ -24,5 +24,9 @@ int64_t gemm_ns(const ClusterSpec& s, GemmMath m, int64_t M, int64_t N, int64_t 
 int64_t memory_ns(const ClusterSpec& s, int64_t bytes, const char* kernel = nullptr);
 // A copy between host and device: latency + bytes over the host link.
 int64_t host_copy_ns(const ClusterSpec& s, int64_t bytes);
+// A kernel of the host tier (--offload: the optimizer step on the host, casts, host-to-host
+// copies) moving `bytes`: bytes over the host's memory bandwidth at memory_efficiency, no launch
+// cost. Host loops are memory-bound (AdamW moves 28 bytes per 10 FLOPs), so no FLOP term.
+int64_t host_memory_ns(const ClusterSpec& s, int64_t bytes);
 
 }  // namespace shardlab

@@ -1,6 +1,7 @@
 // MetaDevice: tracked allocations without memory, work charged to a virtual clock.
 #include "core/device/meta_device.hpp"
 
+#include <cstdint>
 #include <cstring>
 
 #include "core/device/device_model.hpp"
@@ -11,15 +12,29 @@ namespace {
 
 // Fake addresses start high and only grow (never reused), 256-byte aligned as cudaMalloc's are:
 // pointer arithmetic and comparisons (in-place collectives) behave as with real buffers, and a
-// stray dereference faults at once instead of reading someone's data.
-constexpr uint64_t kFirstAddress = uint64_t{1} << 46;
+// stray dereference faults at once instead of reading someone's data. They lie above any user
+// address of the 48- and 57-bit virtual address spaces (x86-64, AArch64), so is_meta_address can
+// tell them from real host memory; the host tier's range is apart from the device's.
+constexpr uint64_t kMetaAddressBase = uint64_t{1} << 60;
+constexpr uint64_t kFirstAddress[2] = {kMetaAddressBase, kMetaAddressBase + (uint64_t{1} << 59)};
 constexpr uint64_t kAlign = 256;
 
 }  // namespace
 
+bool is_meta_address(const void* p) { return reinterpret_cast<uintptr_t>(p) >= kMetaAddressBase; }
+
 MetaDevice::MetaDevice(MemoryTracker& tracker, const ClusterSpec& spec, VirtualClock& clock,
-                       GemmMath math)
-    : Device(tracker), spec_(spec), clock_(clock), math_(math), next_address_(kFirstAddress) {}
+                       GemmMath math, MetaTier tier)
+    : Device(tracker),
+      spec_(spec),
+      clock_(clock),
+      math_(math),
+      tier_(tier),
+      next_address_(kFirstAddress[static_cast<int>(tier)]) {}
+
+std::unique_ptr<Device> MetaDevice::make_host_tier(MemoryTracker& host_tracker) const {
+  return std::make_unique<MetaDevice>(host_tracker, spec_, clock_, math_, MetaTier::host);
+}
 
 void* MetaDevice::raw_alloc(int64_t bytes) {
   const uint64_t p = next_address_;
@@ -29,7 +44,8 @@ void* MetaDevice::raw_alloc(int64_t bytes) {
 
 void MetaDevice::charge_kernel(int64_t bytes, const char* kernel) {
   ++kernels_;
-  clock_.advance(memory_ns(spec_, bytes, kernel));
+  clock_.advance(tier_ == MetaTier::host ? host_memory_ns(spec_, bytes)
+                                         : memory_ns(spec_, bytes, kernel));
 }
 
 void MetaDevice::copy(void* dst, const void* src, int64_t bytes) {
@@ -38,12 +54,17 @@ void MetaDevice::copy(void* dst, const void* src, int64_t bytes) {
 
 void MetaDevice::copy_to_host(void* host_dst, const void*, int64_t bytes) {
   if (bytes <= 0) return;
-  std::memset(host_dst, 0, static_cast<size_t>(bytes));
-  clock_.advance(host_copy_ns(spec_, bytes));
+  if (!is_meta_address(host_dst)) std::memset(host_dst, 0, static_cast<size_t>(bytes));
+  clock_.advance(cross_ns(bytes));
 }
 
 void MetaDevice::copy_from_host(void*, const void*, int64_t bytes) {
-  if (bytes > 0) clock_.advance(host_copy_ns(spec_, bytes));
+  if (bytes > 0) clock_.advance(cross_ns(bytes));
+}
+
+int64_t MetaDevice::cross_ns(int64_t bytes) const {
+  // The device's copies cross the host link; the host tier's stay in host memory (read + write).
+  return tier_ == MetaTier::host ? host_memory_ns(spec_, 2 * bytes) : host_copy_ns(spec_, bytes);
 }
 
 void MetaDevice::fill_zero(void*, int64_t bytes) {

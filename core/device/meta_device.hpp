@@ -15,16 +15,27 @@
 
 namespace shardlab {
 
+// Which memory a MetaDevice stands for: the GPU's, or the host tier beside it (--offload), whose
+// kernels are charged at the host's memory bandwidth (device_model.hpp, host_memory_ns).
+enum class MetaTier : uint8_t { device, host };
+
 class MetaDevice final : public Device {
  public:
   // `spec` and `clock` must outlive the device. GEMMs are charged at spec's peak for `math`.
-  MetaDevice(MemoryTracker& tracker, const ClusterSpec& spec, VirtualClock& clock, GemmMath math);
+  MetaDevice(MemoryTracker& tracker, const ClusterSpec& spec, VirtualClock& clock, GemmMath math,
+             MetaTier tier = MetaTier::device);
 
   DeviceKind kind() const override { return DeviceKind::meta; }
   bool holds_data() const override { return false; }
+  // The host tier of a simulated rank: a MetaDevice over `host_tracker` on the same clock (the
+  // host waits for its own loops as for the device's work), its kernels charged at the host's
+  // memory bandwidth. Copies between the tiers are the device's copy_to_host / copy_from_host.
+  std::unique_ptr<Device> make_host_tier(MemoryTracker& host_tracker) const override;
+  MetaTier tier() const { return tier_; }
 
   void copy(void* dst, const void* src, int64_t bytes) override;
-  void copy_to_host(void* host_dst, const void* src, int64_t bytes) override;  // writes zeros
+  // Writes zeros to a real host destination; nothing to one of a meta host tier's buffers.
+  void copy_to_host(void* host_dst, const void* src, int64_t bytes) override;
   void copy_from_host(void* dst, const void* host_src, int64_t bytes) override;
   void fill_zero(void* dst, int64_t bytes) override;
   void synchronize() override {}
@@ -34,8 +45,9 @@ class MetaDevice final : public Device {
                     int lda, int64_t stride_a, const float* B, int ldb, int64_t stride_b,
                     float beta, float* C, int ldc, int64_t stride_c, int batch) override;
 
-  // An element-wise or row kernel that reads and writes `bytes` in all (the meta kernel table);
-  // `kernel` names it for the spec's per-kernel efficiency (device_model.hpp, memory_ns).
+  // An element-wise or row kernel that reads and writes `bytes` in all (the meta kernel table):
+  // charged at the GPU's memory bandwidth with `kernel`'s own efficiency from the spec
+  // (device_model.hpp, memory_ns), or at the host's memory bandwidth on the host tier.
   void charge_kernel(int64_t bytes, const char* kernel = nullptr);
 
   const ClusterSpec& spec() const { return spec_; }
@@ -50,13 +62,19 @@ class MetaDevice final : public Device {
   void raw_free(void*) override {}
 
  private:
+  int64_t cross_ns(int64_t bytes) const;  // a copy to or from the host
+
   const ClusterSpec& spec_;
   VirtualClock& clock_;
   GemmMath math_;
+  MetaTier tier_;
   uint64_t next_address_;
   double gemm_flops_ = 0;
   int64_t kernels_ = 0;
 };
+
+// Whether `p` is an address a MetaDevice handed out (no bytes behind it, never dereferenced).
+bool is_meta_address(const void* p);
 
 // A MetaDevice over `tracker` (see above).
 std::unique_ptr<Device> make_meta_device(MemoryTracker& tracker, const ClusterSpec& spec,

@@ -35,9 +35,12 @@ Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,
            " must be >= 0 (0 = no limit)");
   if (cfg.offload != Offload::none) {
     // The CUDA path (pinned host memory, copies on a copy stream) has not been run on a GPU.
-    if (dev.kind() != DeviceKind::cpu)
+    // The meta device's host tier is a meta device too (the simulator, `plan`).
+    if (dev.kind() == DeviceKind::cuda)
       SL_THROW(InvalidArgument, "--offload ", offload_name(cfg.offload), " with --device ",
-               device_kind_name(dev.kind()), ": only the cpu device is supported so far");
+               device_kind_name(dev.kind()),
+               ": only the cpu device (and the simulator's meta "
+               "device) is supported so far");
     host_tracker = std::make_unique<MemoryTracker>(world.rank(), cfg.host_mem_limit);
     if (rec && rec->enabled()) {
       Recorder* r = rec;

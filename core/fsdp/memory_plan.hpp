@@ -1,25 +1,31 @@
 // The memory planner: per-rank bytes by tracker category for a strategy, before running anything.
 //
-// Persistent state (what a rank keeps between steps) follows the strategy table of docs/memory.md,
-// generalised to mixed precision: per parameter, params cost size(param_dtype), grads
-// size(reduce_dtype), and the optimizer 8 bytes (Adam m, v) plus a 4-byte fp32 master copy when
-// param_dtype is not f32. fp32: 4 + 4 + 8 = 16 bytes; bf16/f16: 2 + 2 + 12 = 16 bytes (ZeRO's
-// mixed-precision case).
+// With a model (always a shape: its units, batch and sequence), the plan is the simulator's: the
+// real Engine runs one training step on a MetaDevice (every allocation tracked, no memory held)
+// with a SimCommunicator standing for rank 0 of N (docs/simulate.md). Persistent state is what the
+// engine keeps between steps; transient state what the step adds at its peak; the host tier's
+// likewise under --offload. So the planned peak is the tracker's, by construction, and nothing
+// mirrors the engine's schedule by hand. Without a cluster the device model's times are unused;
+// with one (PlanInput::cluster) the same step also gives the predicted step time.
+//
+// Without a model (a bare parameter count, the ZeRO paper's Psi) the plan covers the "model
+// states" only: persistent bytes from the strategy table of docs/memory.md, generalised to mixed
+// precision: per parameter, params cost size(param_dtype), grads size(reduce_dtype), and the
+// optimizer 8 bytes (Adam m, v) plus a 4-byte fp32 master copy when param_dtype is not f32.
+// fp32: 4 + 4 + 8 = 16 bytes; bf16/f16: 2 + 2 + 12 = 16 bytes (ZeRO's mixed-precision case).
 // Buffers are padded per unit to a multiple of the shard group size, so "Psi" in the formulas is
 // the padded parameter count; `padding_bytes` is what that padding costs on top of the formula
 // with the real Psi.
-//
-// Transient state (gathered units, unsharded gradients, activations, scratch, staging) comes from
-// replaying the engine's schedule for one step with byte counts only (plan_schedule.cpp): every
-// allocation and free the engine makes, in the same order, so the planned peak is the step's peak.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/base/dtype.hpp"
+#include "core/device/cluster_spec.hpp"
 #include "core/fsdp/engine_config.hpp"
 #include "core/fsdp/strategy.hpp"
 #include "core/memory/tracker.hpp"
@@ -39,7 +45,7 @@ struct PlanInput {
   int64_t capacity = 0;  // per-rank device capacity in bytes, 0 = unlimited
 
   // The run, for the transient part. Without a model the plan covers persistent state only (the
-  // "model states" of the ZeRO paper's figure).
+  // "model states" of the ZeRO paper's figure): states_only().
   std::optional<GPTConfig> model;
   int batch = 1;    // B: sequences per micro-batch per rank
   int seq_len = 0;  // T (0: model.max_seq_len)
@@ -50,6 +56,10 @@ struct PlanInput {
   // The trainer keeps the rank's token ids and targets on the device (activations, B K T int32
   // each); tests that drive the engine directly from host arrays do not.
   bool token_buffers = false;
+  // With a cluster the simulated step is timed on it (N must fit it: ClusterSpec::check_ranks);
+  // GEMMs at `math` (default: bf16 with 16-bit parameters, else fp32). Without one, memory only.
+  std::shared_ptr<const ClusterSpec> cluster;
+  std::optional<GemmMath> math;
 
   int64_t psi() const;
 };
@@ -66,7 +76,6 @@ struct MemoryPlan {
   int group = 1;              // shard group size used for padding and shards
   MemArray persistent{};      // by category
   MemArray transient{};       // by category, on top of persistent, at the planned peak
-  std::string peak_where;     // the moment of the peak, e.g. "backward unit 0 (head)"
   int64_t padding_bytes = 0;  // part of `persistent` that is padding
   int64_t padded_psi = 0;     // sum over units of the padded unit size
 
@@ -74,6 +83,18 @@ struct MemoryPlan {
   // the host's own peak (the optimizer step's staging of the largest unit).
   MemArray host_persistent{};
   MemArray host_transient{};
+
+  // With PlanInput::cluster: the simulated step's time, the part of it the compute stream stood
+  // waiting for collectives (exposed communication), and the tokens it trains on all N ranks
+  // (N B K T). -1 without a cluster.
+  double step_s = -1;
+  double exposed_comm_s = -1;
+  int64_t tokens = 0;
+  double tokens_per_s() const { return step_s > 0 ? static_cast<double>(tokens) / step_s : 0; }
+
+  // A plan of a bare parameter count: persistent model states, no activations or gathered units,
+  // so no peak to compare with a device (callers never say "fits" of it).
+  bool states_only() const { return !input.model.has_value(); }
 
   int64_t persistent_total() const;
   int64_t peak_total() const;  // persistent + transient
@@ -101,13 +122,14 @@ int64_t optimizer_bytes_per_param(const OptimizerConfig& o);
 double formula_persistent_bytes(Strategy s, double psi, int world, int hybrid_group,
                                 DType param_dtype = DType::f32, DType reduce_dtype = DType::f32);
 
+// The plan of `in`: with a model, one step of the engine on the meta device (see above); throws
+// what the engine throws for settings it refuses (InvalidArgument), and InvalidArgument for a
+// cluster N does not fit.
 MemoryPlan plan_memory(const PlanInput& in);
 
-// The engine's schedule replayed with byte counts (plan_schedule.cpp): fills plan.transient and
-// plan.peak_where for plan.input.model; called by plan_memory.
-void plan_step_transient(MemoryPlan& plan);
-
-// Fixed-width table of plans, one row per plan: persistent by category, transient, peak, fits.
+// Fixed-width table of plans, one row per plan: persistent by category, transient, peak, fits
+// (states-only plans: persistent only, labelled "model states only", no transient, peak or fits).
+// With timed plans three more columns: step time, tokens/s and exposed communication.
 // `decimal` prints GB (1e9, as the ZeRO paper does) instead of MiB.
 std::string format_plan_table(const std::vector<MemoryPlan>& plans, bool decimal = false);
 

@@ -62,3 +62,22 @@ if(NOT fits MATCHES "no_shard +4 +1 [^\n]* NO" OR NOT fits MATCHES "full_shard +
   message(FATAL_ERROR "plan does not say no_shard fails and full_shard fits:\n${fits}")
 endif()
 expect_error(bad_params "--params many" plan --params many)
+# --params alone: model states only, never "fits", never exit 2 for a cap.
+run_ok(states plan --params 1e9 --ranks 8 --mem-limit 1MiB)
+if(NOT states MATCHES "model states only" OR states MATCHES " yes" OR states MATCHES " NO"
+   OR NOT states MATCHES "not compared")
+  message(FATAL_ERROR "plan --params with a cap:\n${states}")
+endif()
+expect_error(plan_params_shape "--params with --n-layer" plan --params 1e9 --n-layer 4)
+expect_error(plan_params_model "--params with --model" plan --params 1e9 --model gpt2)
+expect_error(plan_heads "--n-head 5 does not divide --n-embd 128"
+             plan --model small --n-embd 128 --n-head 5)
+expect_error(plan_preset "unknown preset 'huge'" plan --model huge)
+expect_error(plan_seq "--seq 300 exceeds the model's max_seq_len 256" plan --model small --seq 300)
+expect_error(plan_cluster_ranks "--ranks 12 is not a multiple"
+             plan --model small --ranks 12 --cluster h100-sxm)
+# A shape override and a cluster: the step is timed.
+run_ok(timed plan --model small --n-layer 2 --ranks 8 --batch 2 --seq 64 --cluster h100-sxm)
+if(NOT timed MATCHES "tokens/s" OR NOT timed MATCHES "full_shard +8 +8 [^\n]* - +[0-9.]+ +[0-9]+ +[0-9.]+")
+  message(FATAL_ERROR "plan --cluster lacks its time columns:\n${timed}")
+endif()
