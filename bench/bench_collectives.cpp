@@ -1,10 +1,12 @@
 // Collective bandwidth, as nccl-tests report it: every row of the collective table over buffer
 // sizes 1 KiB .. 256 MiB (the full buffer, nccl-tests' "size"), on the local backend at 2 and 4
 // ranks, and on MPI when started under mpirun (skipped otherwise). Counters: time per call,
-// algbw = bytes / time, busbw = algbw * bus factor (bytes per second). A 256 MiB memcpy gives
-// the machine's copy bandwidth for comparison. The collectives that have an out-of-place form run
-// in place too, as `<name>/local_in_place` (all_gather's send block is the rank's slot of recv,
-// the way FSDP's unshard calls it: core/fsdp/unshard.cpp).
+// bytes = the buffer (the full size), sent = what one rank sends (ring traffic; both as
+// core/comm/traffic.hpp defines them), algbw = bytes / time, busbw = algbw * bus factor (bytes
+// per second). A 256 MiB memcpy gives the machine's copy bandwidth for comparison. The
+// collectives that have an out-of-place form run in place too, as `<name>/local_in_place`
+// (all_gather's send block is the rank's slot of recv, the way FSDP's unshard calls it:
+// core/fsdp/unshard.cpp).
 //
 //   build/bin/bench_collectives --benchmark_filter='bytes:(1048576|67108864)/'   (quick subset)
 //   mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/bench_collectives
@@ -21,6 +23,7 @@
 #include "bench/flags.hpp"
 #include "core/comm/collective_table.hpp"
 #include "core/comm/launcher.hpp"
+#include "core/comm/traffic.hpp"
 
 #ifdef SHARDLAB_WITH_MPI
 #include <mpi.h>
@@ -75,7 +78,16 @@ double time_collective(const CollectiveRow& row, const LaunchOptions& opts, int6
   return per_call;
 }
 
-void report(benchmark::State& state, const CollectiveRow& row, int64_t bytes, int n,
+// The CommOp of a row of the collective table, by its name.
+CommOp op_of(const CollectiveRow& row) {
+  for (CommOp op :
+       {CommOp::all_gather, CommOp::reduce_scatter, CommOp::all_reduce, CommOp::broadcast})
+    if (std::strcmp(row.name, comm_op_name(op)) == 0) return op;
+  std::fprintf(stderr, "bench_collectives: no collective named %s\n", row.name);
+  std::exit(2);
+}
+
+void report(benchmark::State& state, const CollectiveRow& row, int64_t count, int64_t bytes, int n,
             double per_call) {
   for (auto _ : state) state.SetIterationTime(per_call);
   const Bandwidth bw = collective_bandwidth(row, bytes, n, per_call);
@@ -84,6 +96,8 @@ void report(benchmark::State& state, const CollectiveRow& row, int64_t bytes, in
   state.counters["algbw"] = Counter(bw.algbw, Counter::kDefaults, Counter::OneK::kIs1024);
   state.counters["busbw"] = Counter(bw.busbw, Counter::kDefaults, Counter::OneK::kIs1024);
   state.counters["bytes"] = Counter(double(bytes), Counter::kDefaults, Counter::OneK::kIs1024);
+  state.counters["sent"] = Counter(double(sent_bytes(op_of(row), count, DType::f32, n)),
+                                   Counter::kDefaults, Counter::OneK::kIs1024);
 }
 
 void bm_collective(benchmark::State& state, const CollectiveRow* row, bool mpi, bool in_place) {
@@ -110,7 +124,7 @@ void bm_collective(benchmark::State& state, const CollectiveRow* row, bool mpi, 
     state.SkipWithError(("wrong result: " + error).c_str());
     return;
   }
-  report(state, *row, bytes, n, per_call);
+  report(state, *row, count, bytes, n, per_call);
 }
 
 // The reference the local collectives are compared with, in the same process and on the same kind

@@ -17,7 +17,10 @@
 //   formula        docs/memory.md's persistent bytes per rank for this strategy
 //                  (16 Psi, 16 Psi / N, ...)
 //   planned_peak   the planner's peak (core/fsdp/memory_plan.hpp) for the same run
-//   comm_bytes     bytes one rank sends into collectives per step (the largest over ranks)
+//   comm_bytes     sent per rank: bytes one rank sends into collectives per step (ring traffic;
+//                  the largest over ranks)
+//   comm_buffer    buffer: the full sizes of the same collectives per step (nccl-tests'
+//                  convention; the largest over ranks). core/comm/traffic.hpp defines both.
 //   comm_share     time in collectives / step time (mean over ranks)
 //   exposed_share  collective time not hidden behind this rank's compute / step time
 //   params         Psi
@@ -207,6 +210,7 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
   in.local_staging = run.backend == "local";
   set_bytes(state, "planned_peak", static_cast<double>(plan_memory(in).peak_total()));
   set_bytes(state, "comm_bytes", static_cast<double>(rep.comm_bytes_per_step));
+  set_bytes(state, "comm_buffer", static_cast<double>(rep.comm_buffer_per_step));
   if (run.trace) {
     state.counters["comm_share"] = rep.comm_share;
     state.counters["exposed_share"] = rep.exposed_share;

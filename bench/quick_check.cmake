@@ -80,7 +80,8 @@ endfunction()
 
 # ---- training step: every strategy at 1, 2, 4 ranks; prefetch on and off where it applies
 read_suite(train_step)
-set(train_counters tokens/s step_ms peak persistent formula planned_peak comm_bytes comm_share
+set(train_counters tokens/s step_ms peak persistent formula planned_peak comm_bytes comm_buffer
+    comm_share
     exposed_share params peak_params peak_params_unsharded peak_grads peak_grads_unsharded
     peak_optimizer_state peak_activations peak_comm_buffers peak_workspace)
 set(checked 0)

@@ -268,11 +268,12 @@ def train_sections(idx, out_dir):
                                  "%.0f" % b["tokens/s"],
                                  mib(b["peak"]), mib(b["planned_peak"]), mib(b["persistent"]),
                                  mib(b["formula"]), mib(b["comm_bytes"]),
+                                 mib(b["comm_buffer"]) if "comm_buffer" in b else "-",
                                  "%.0f%%" % (100 * b["comm_share"]),
                                  "%.0f%%" % (100 * b["exposed_share"])])
         md.append(table(["strategy", "prefetch", "N", "step ms", "CPU ms", "tokens/s", "peak MiB",
-                         "planned peak MiB", "persistent MiB", "formula MiB", "comm MiB/step",
-                         "comm share", "exposed share"], rows))
+                         "planned peak MiB", "persistent MiB", "formula MiB",
+                         "sent per rank MiB/step", "buffer MiB/step", "comm share", "exposed share"], rows))
         for f in plot_train(idx, backend, preset, out_dir):
             md.append("![%s](%s)\n" % (f, f))
     return "\n".join(md)

@@ -55,16 +55,18 @@ struct TrainRun {
 struct TrainReport {
   int world = 0;
   int timed_steps = 0;
-  int64_t params = 0;               // Psi
-  int64_t peak = 0;                 // max over ranks of the tracker's peak total
-  MemArray at_peak{};               // categories at the peak of the rank with the largest peak
-  int64_t persistent = 0;           // max over ranks of Engine::persistent_bytes() (sum)
-  int64_t comm_bytes_per_step = 0;  // max over ranks of StepStats::comm_total() of the last step
-  double comm_share = 0;            // comm time (union of comm spans) / step time, mean over ranks
-  double exposed_share = 0;         // exposed comm time / step time, mean over ranks
-  double exposed_of_comm = 0;       // exposed comm / comm time (summary.json's fraction), mean
-  double exposed_ms_per_step = 0;   // exposed comm time per timed step, mean over ranks
-  double collectives_per_step = 0;  // comm spans (collective calls) per timed step, max over ranks
+  int64_t params = 0;                // Psi
+  int64_t peak = 0;                  // max over ranks of the tracker's peak total
+  MemArray at_peak{};                // categories at the peak of the rank with the largest peak
+  int64_t persistent = 0;            // max over ranks of Engine::persistent_bytes() (sum)
+  int64_t comm_bytes_per_step = 0;   // sent per rank: max over ranks of StepStats::comm_total()
+                                     // of the last step
+  int64_t comm_buffer_per_step = 0;  // buffer: max over ranks of StepStats::comm_buffer, same step
+  double comm_share = 0;             // comm time (union of comm spans) / step time, mean over ranks
+  double exposed_share = 0;          // exposed comm time / step time, mean over ranks
+  double exposed_of_comm = 0;        // exposed comm / comm time (summary.json's fraction), mean
+  double exposed_ms_per_step = 0;    // exposed comm time per timed step, mean over ranks
+  double collectives_per_step = 0;   // comm spans (collective calls) per timed step, max over ranks
   MemArray peak_of{};    // each category's own peak, max over ranks (peak_of[params_unsharded]: the
                          // most gathered parameters ever held at once)
   int64_t rss_peak = 0;  // max over processes of VmHWM during the run (0: unknown)
@@ -175,6 +177,7 @@ class LockstepTrainer {
     kAtPeak0,
     kPersistent = kAtPeak0 + kNumMemCategories,
     kComm,
+    kCommBuffer,
     kStepNs,
     kCommNs,
     kExposedNs,
@@ -275,6 +278,7 @@ class LockstepTrainer {
     for (int64_t b : eng.persistent_bytes()) persistent += b;
     mine[kPersistent] = kib(persistent);
     mine[kComm] = kib(last.comm_total());
+    mine[kCommBuffer] = kib(last.comm_buffer);
     mine[kStepNs] = static_cast<float>(step_ns);
     mine[kCommNs] = static_cast<float>(comm_ns);
     mine[kExposedNs] = static_cast<float>(exposed_ns);
@@ -299,6 +303,7 @@ class LockstepTrainer {
       if (f[kPeak] > all[static_cast<size_t>(top) * kNumFields + kPeak]) top = q;
       rep.persistent = std::max(rep.persistent, bytes(f[kPersistent]));
       rep.comm_bytes_per_step = std::max(rep.comm_bytes_per_step, bytes(f[kComm]));
+      rep.comm_buffer_per_step = std::max(rep.comm_buffer_per_step, bytes(f[kCommBuffer]));
       rep.rss_peak = std::max(rep.rss_peak, bytes(f[kRss]));
       if (f[kStepNs] > 0) {
         rep.comm_share += f[kCommNs] / f[kStepNs] / N;

@@ -188,6 +188,8 @@ def scene_side_by_side(dp, fsdp):
     for s in fsdp.spans(r, "comm"):
         sent[s["op"]] = sent.get(s["op"], 0) + s.get("sent", 0)
     dp_sent = sum(s.get("sent", 0) for s in dp.spans(r, "comm"))
+    fs_buffer = sum(s.get("bytes", 0) for s in fsdp.spans(r, "comm"))
+    dp_buffer = sum(s.get("bytes", 0) for s in dp.spans(r, "comm"))
     n_ag = {u: len(g) for u, g in by_unit.items()}
     lines.append(
         f"3. **Backward gathers again**: {uname(fsdp, unit)}'s second all-gather of the step. full_shard "
@@ -200,7 +202,9 @@ def scene_side_by_side(dp, fsdp):
         f"all-gathers and {mib(sent.get('reduce_scatter', 0))} in reduce-scatters in this step "
         f"against DDP's {mib(dp_sent)} in all-reduces: "
         f"{(sent.get('all_gather', 0) + sent.get('reduce_scatter', 0)) / max(dp_sent, 1):.2f} times "
-        f"as much, the 3Ψ against 2Ψ of docs/fsdp.md.")
+        f"as much sent per rank, the 3Ψ(N−1)/N against 2Ψ(N−1)/N of docs/fsdp.md. Their buffers "
+        f"(the collectives' full sizes) total {mib(fs_buffer)} against DDP's {mib(dp_buffer)}: "
+        f"{fs_buffer / max(dp_buffer, 1):.2f} times, 3Ψ against Ψ.")
 
     # 4: the unit strip of the same unit, in its resharded stretch between forward and backward.
     states = [e for e in fsdp.events[r] if e["kind"] == "unit" and e["unit"] == unit]

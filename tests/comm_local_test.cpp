@@ -17,6 +17,7 @@
 #include "core/comm/comm_common.hpp"
 #include "core/comm/launcher.hpp"
 #include "core/comm/reduce.hpp"
+#include "core/comm/traffic.hpp"
 #include "core/trace/recorder.hpp"
 
 using namespace shardlab;
@@ -238,6 +239,10 @@ TEST(CommLocal, TrafficCountsRingBytesPerRank) {
     EXPECT_EQ(t.all_reduce, 2 * c * 4 * (n - 1) / n);
     EXPECT_EQ(t.broadcast, c * 2);
     EXPECT_EQ(t.total(), t.all_gather + t.reduce_scatter + t.all_reduce + t.broadcast);
+    // Buffer: each collective's full size (nccl-tests' convention), summed over the calls.
+    EXPECT_EQ(t.buffer, n * c * 4 + n * c * 2 + c * 4 + c * 2);
+    EXPECT_EQ(collective_bytes(CommOp::all_gather, c, DType::f32, n), n * c * 4);
+    EXPECT_EQ(collective_bytes(CommOp::barrier, 0, DType::f32, n), 0);
   });
 }
 

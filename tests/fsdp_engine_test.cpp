@@ -130,21 +130,26 @@ TEST(FsdpEngine, BytesCommunicatedPerStepEqualTheory) {
         }
         const int64_t e = dtype_size(dt);
         int64_t ag = 0, rs = 0, ar = 0, inter = 0;
+        // Buffer: the collectives' full sizes (nccl-tests' convention), per rank per step.
+        int64_t buffer = 0;
         switch (s) {
           case Strategy::no_shard:  // 2 Psi (N-1)/N: all-reduce, counted per unit
             for (int u = 0; u < num_units(model); ++u)
               ar += 2 * unit_layout(model, u).numel * e * (n - 1) / n;
             EXPECT_NEAR(static_cast<double>(ar), 2.0 * psi * e * (n - 1) / n, num_units(model));
             inter = ar;
+            buffer = psi * e;  // Psi
             break;
           case Strategy::shard_optim:
           case Strategy::shard_grad_op:  // Psi (N-1)/N reduce-scatter + Psi (N-1)/N all-gather
             rs = psi_p * e * (n - 1) / n;
             ag = psi_p * e * (n - 1) / n;
+            buffer = 2 * psi_p * e;  // 2 Psi_p
             break;
           case Strategy::full_shard:  // 3 Psi (N-1)/N: two all-gathers, one reduce-scatter
             ag = 2 * psi_p * e * (n - 1) / n;
             rs = psi_p * e * (n - 1) / n;
+            buffer = 3 * psi_p * e;  // 3 Psi_p
             break;
           case Strategy::hybrid_shard: {  // full_shard in the group, all-reduce of shards across
             ag = 2 * psi_p * e * (g - 1) / g;
@@ -153,8 +158,10 @@ TEST(FsdpEngine, BytesCommunicatedPerStepEqualTheory) {
             for (int u = 0; u < num_units(model); ++u) {
               const int64_t shard = (unit_layout(model, u).numel + g - 1) / g;
               ar += 2 * shard * e * (groups - 1) / groups;
+              buffer += shard * e;  // the shard's all-reduce: Psi_p / G
             }
             inter = ar;
+            buffer += 3 * psi_p * e;  // full_shard in the group
             break;
           }
         }
@@ -164,6 +171,7 @@ TEST(FsdpEngine, BytesCommunicatedPerStepEqualTheory) {
         EXPECT_EQ(st.comm_all_reduce, ar) << strategy_name(s) << " N=" << n;
         EXPECT_EQ(st.comm_inter, inter) << strategy_name(s) << " N=" << n;
         EXPECT_EQ(st.comm_intra, ag + rs) << strategy_name(s) << " N=" << n;
+        EXPECT_EQ(st.comm_buffer, buffer) << strategy_name(s) << " N=" << n;
       }
     }
   }

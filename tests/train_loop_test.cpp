@@ -3,7 +3,10 @@
 // runs.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -12,7 +15,10 @@
 #include "core/base/error.hpp"
 #include "core/comm/launcher.hpp"
 #include "core/model/gpt.hpp"
+#include "core/model/params.hpp"
 #include "core/optim/optimizer.hpp"
+#include "core/trace/run_reader.hpp"
+#include "core/trace/summary.hpp"
 #include "core/train/corpus.hpp"
 #include "core/train/data_loader.hpp"
 #include "core/train/engine_stepper.hpp"
@@ -279,4 +285,82 @@ TEST(TrainLoop, RejectsDataTheModelCannotRepresent) {
               std::string::npos)
         << e.what();
   }
+}
+
+// The two byte measures of core/comm/traffic.hpp, end to end: a real run's summary (computed from
+// its run directory, as `shardlab summary` and summary.json give it) and train's printed line
+// report, per step and rank, "sent per rank" = 3 Psi_p (N-1)/N elements for full_shard and
+// 2 Psi (N-1)/N for DDP (1.5x), and "buffer" = 3 Psi_p against Psi (3x). Psi_p pads each unit to
+// a multiple of N. The loss mean over the ranks (one f32 all-reduce per step) is on top.
+TEST(TrainLoop, SummaryReportsSentPerRankAndBufferByTheirFormulas) {
+  namespace fs = std::filesystem;
+  const int n = 4;
+  const fs::path root =
+      fs::temp_directory_path() / ("shardlab_bytes_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  struct Totals {
+    double sent = 0, buffer = 0;
+  };
+  auto run = [&](Strategy s, DType dt, int64_t* psi_out, int64_t* psi_p_out) {
+    TrainConfig c = tiny_config(3);
+    c.ranks = n;
+    c.engine.strategy = s;
+    c.engine.param_dtype = c.engine.reduce_dtype = dt;
+    c.run_dir = (root / strategy_name(s)).string() + "_" + dtype_name(dt);
+    std::ostringstream out;
+    const TrainResult r = run_training(c, out);
+    const GPTConfig m = c.model_config();
+    int64_t psi = 0, psi_p = 0;
+    for (int u = 0; u < num_units(m); ++u) {
+      psi += unit_layout(m, u).numel;
+      psi_p += (unit_layout(m, u).numel + n - 1) / n * n;
+    }
+    EXPECT_EQ(psi, m.num_params());
+    *psi_out = psi;
+    *psi_p_out = psi_p;
+    // train's end-of-run line: both measures, labelled, from the engine's StepStats.
+    const std::string line = "communication per step: sent per rank " +
+                             format_bytes(r.comm_bytes_per_step) + ", buffer " +
+                             format_bytes(r.comm_buffer_per_step);
+    EXPECT_NE(out.str().find(line), std::string::npos) << out.str();
+    // The summary of the run directory, as summary.json and `shardlab summary` give it.
+    const RunSummary sum = compute_summary(read_run(r.run_dir));
+    const nlohmann::json j = summary_to_json(sum);
+    std::ostringstream table;
+    print_summary_table(sum, nlohmann::json::object(), table);
+    EXPECT_NE(table.str().find("sent per rank"), std::string::npos) << table.str();
+    EXPECT_NE(table.str().find("buffer"), std::string::npos) << table.str();
+    return std::make_pair(r, Totals{j.at("comm_per_step_per_rank").at("sent").get<double>(),
+                                    j.at("comm_per_step_per_rank").at("buffer").get<double>()});
+  };
+  // The loss mean: an all-reduce of one f32 per step.
+  const double loss_sent = 2.0 * 4 * (n - 1) / n, loss_buffer = 4;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const double e = dtype_size(dt);
+    int64_t psi = 0, psi_p = 0;
+    const auto [fs_result, fs_tot] = run(Strategy::full_shard, dt, &psi, &psi_p);
+    EXPECT_EQ(fs_result.comm_bytes_per_step, 3 * psi_p * dtype_size(dt) * (n - 1) / n);
+    EXPECT_EQ(fs_result.comm_buffer_per_step, 3 * psi_p * dtype_size(dt));
+    EXPECT_DOUBLE_EQ(fs_tot.sent, 3.0 * psi_p * (n - 1) / n * e + loss_sent) << dtype_name(dt);
+    EXPECT_DOUBLE_EQ(fs_tot.buffer, 3.0 * psi_p * e + loss_buffer) << dtype_name(dt);
+
+    const auto [dp_result, dp_tot] = run(Strategy::no_shard, dt, &psi, &psi_p);
+    // DDP all-reduces each unit's gradient: 2 numel (N-1)/N per unit, rounded down by the ring.
+    int64_t dp_sent = 0;
+    const GPTConfig m = tiny_config(1).model_config();
+    for (int u = 0; u < num_units(m); ++u)
+      dp_sent += 2 * unit_layout(m, u).numel * dtype_size(dt) * (n - 1) / n;
+    EXPECT_NEAR(static_cast<double>(dp_sent), 2.0 * psi * (n - 1) / n * e, num_units(m));
+    EXPECT_EQ(dp_result.comm_bytes_per_step, dp_sent);
+    EXPECT_EQ(dp_result.comm_buffer_per_step, psi * dtype_size(dt));
+    EXPECT_DOUBLE_EQ(dp_tot.sent, static_cast<double>(dp_sent) + loss_sent) << dtype_name(dt);
+    EXPECT_DOUBLE_EQ(dp_tot.buffer, static_cast<double>(psi) * e + loss_buffer) << dtype_name(dt);
+
+    // The engine's collectives read 1.5x sent per rank and 3x buffer, up to the padding.
+    EXPECT_NEAR(static_cast<double>(fs_result.comm_bytes_per_step) / dp_sent, 1.5, 0.01);
+    EXPECT_NEAR(
+        static_cast<double>(fs_result.comm_buffer_per_step) / dp_result.comm_buffer_per_step, 3.0,
+        0.01);
+  }
+  fs::remove_all(root);
 }

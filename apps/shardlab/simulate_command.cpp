@@ -83,6 +83,10 @@ SimulateResult run_simulation(TrainConfig cfg, std::ostream& out) {
         << "% of the step; collectives busy " << ms(r.comm_s) << ")\n";
   else
     out << "  exposed comm   (needs the run directory: --trace on)\n";
+  // The two measures of core/comm/traffic.hpp, counted as the real backends count them.
+  if (cfg.ranks > 1)
+    out << "  comm per step  sent per rank " << format_bytes(t.comm_bytes_per_step) << ", buffer "
+        << format_bytes(t.comm_buffer_per_step) << " (the engine's collectives)\n";
   out << "  peak memory    " << format_bytes(r.peak_bytes) << " per rank, of "
       << format_bytes(r.gpu_memory) << ": "
       << (r.peak_bytes <= r.gpu_memory ? "fits" : "does NOT fit") << "\n";

@@ -99,11 +99,14 @@ class Communicator {
   // communicators split from this one. Every backend sets it.
   FlightRecorder& flight() const { return *flight_; }
 
-  // Bytes this rank sent into collectives, by op name, since construction (for reports and tests):
-  // all_gather counts count*dtype*(N-1), reduce_scatter count*dtype*(N-1),
-  // all_reduce 2*count*dtype*(N-1)/N, broadcast count*dtype (ring-algorithm traffic per rank).
+  // What this rank's collectives moved since construction, in the two measures of
+  // core/comm/traffic.hpp (for reports and tests). "Sent per rank", by op: all_gather counts
+  // count*dtype*(N-1), reduce_scatter count*dtype*(N-1), all_reduce 2*count*dtype*(N-1)/N,
+  // broadcast count*dtype (ring-algorithm traffic per rank); total() sums them. `buffer`: the
+  // collectives' full sizes (collective_bytes, nccl-tests' convention), summed over the calls.
   struct Traffic {
     int64_t all_gather = 0, reduce_scatter = 0, all_reduce = 0, broadcast = 0;
+    int64_t buffer = 0;
     int64_t total() const { return all_gather + reduce_scatter + all_reduce + broadcast; }
   };
   Traffic traffic() const { return traffic_; }

@@ -1,4 +1,5 @@
-// Ring traffic and nccl-tests sizes of a collective, shared by every communicator backend.
+// Sent per rank (ring traffic) and buffer (nccl-tests' size) of a collective, shared by every
+// communicator backend.
 #include "core/comm/traffic.hpp"
 
 namespace shardlab {
@@ -23,11 +24,18 @@ void add_traffic(Communicator::Traffic& t, CommOp op, int64_t count, DType dtype
     case CommOp::broadcast: t.broadcast += s; break;
     default: break;
   }
+  t.buffer += collective_bytes(op, count, dtype, n);
 }
 
 int64_t collective_bytes(CommOp op, int64_t count, DType dtype, int n) {
   const int64_t b = count * static_cast<int64_t>(dtype_size(dtype));
-  return (op == CommOp::all_gather || op == CommOp::reduce_scatter) ? b * n : b;
+  switch (op) {
+    case CommOp::all_gather:
+    case CommOp::reduce_scatter: return b * n;
+    case CommOp::all_reduce:
+    case CommOp::broadcast: return b;
+    default: return 0;
+  }
 }
 
 }  // namespace shardlab

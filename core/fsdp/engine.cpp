@@ -291,6 +291,7 @@ StepStats Engine::step(const std::vector<const int*>& tokens,
   const Communicator::Traffic a1 = m.traffic_intra(), e1 = m.traffic_inter();
   st.comm_intra = a1.total() - a0.total();
   st.comm_inter = e1.total() - e0.total();
+  st.comm_buffer = (a1.buffer - a0.buffer) + (e1.buffer - e0.buffer);
   st.comm_all_gather = (a1.all_gather - a0.all_gather) + (e1.all_gather - e0.all_gather);
   st.comm_reduce_scatter =
       (a1.reduce_scatter - a0.reduce_scatter) + (e1.reduce_scatter - e0.reduce_scatter);

@@ -37,11 +37,14 @@ struct StepStats {
   float loss = 0;       // mean loss over this rank's micro-batches
   float grad_norm = 0;  // global norm before clipping (0 when clipping is off)
   int64_t tokens = 0;   // tokens this rank processed
-  // Bytes this rank sent into the engine's collectives during the step (Communicator::traffic).
+  // Sent per rank: bytes this rank sent into the engine's collectives during the step
+  // (Communicator::traffic, core/comm/traffic.hpp), by op and by group; comm_total() is the step's.
   int64_t comm_all_gather = 0, comm_reduce_scatter = 0, comm_all_reduce = 0;
   int64_t comm_intra = 0;  // within the shard group
   int64_t comm_inter = 0;  // across replica groups (no_shard's all-reduce, hybrid's all-reduce)
   int64_t comm_total() const { return comm_intra + comm_inter; }
+  // Buffer: the full sizes of the same collectives (collective_bytes, nccl-tests' convention).
+  int64_t comm_buffer = 0;
   // Bytes copied between device and host memory during the step (--offload; 0 without).
   int64_t copy_h2d = 0, copy_d2h = 0;
 };

@@ -89,6 +89,24 @@ std::vector<CommStat> comm_stats(const std::map<CommKey, CommStat>& m, int steps
   return out;
 }
 
+}  // namespace
+
+CommStat comm_total(const std::vector<CommStat>& v) {
+  CommStat t;
+  t.op = "total";
+  t.sent_per_step = 0;
+  for (const CommStat& c : v) {
+    t.calls += c.calls;
+    t.bytes = sat_add(t.bytes, c.bytes);
+    t.bytes_per_step += c.bytes_per_step;
+    t.sent = (t.sent < 0 || c.sent < 0) ? -1 : sat_add(t.sent, c.sent);
+    t.sent_per_step = t.sent < 0 ? -1.0 : t.sent_per_step + c.sent_per_step;
+  }
+  return t;
+}
+
+namespace {
+
 RankSummary summarize_rank(int rank, const RankTrace& rt) {
   RankSummary r;
   r.rank = rank;
@@ -255,6 +273,14 @@ json summary_to_json(const RunSummary& s) {
                        {"exposed_ns", s.exposed_comm_ns},
                        {"fraction", s.exposed_comm_fraction}};
   j["comm"] = comm_json(s.comm);
+  // All ops together, per step and per rank: the two figures `shardlab summary` totals.
+  {
+    const CommStat t = comm_total(s.comm);
+    const double ranks = s.world_size > 0 ? s.world_size : 1;
+    j["comm_per_step_per_rank"] = {
+        {"sent", t.sent >= 0 ? json(t.sent_per_step / ranks) : json(nullptr)},
+        {"buffer", t.bytes_per_step / ranks}};
+  }
   json ranks = json::array();
   for (const RankSummary& r : s.ranks)
     ranks.push_back({{"rank", r.rank},
@@ -399,19 +425,28 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
     os << "\n";
   }
 
-  // "sent" is what a rank sends (ring traffic), the figure the demo and the lessons print;
-  // "buffer" is the collective's size as nccl-tests count it, the base of busbw.
-  os << "communication (all ranks; sent = bytes a rank sends, buffer = the collective's size)\n";
-  std::snprintf(buf, sizeof buf, "%-16s %-5s %8s %16s %18s\n", "op", "dtype", "calls",
-                "sent/step/rank", "buffer/step/rank");
+  // The two measures of core/comm/traffic.hpp, labelled as every report labels them: "sent per
+  // rank" (ring traffic, what one rank sends) and "buffer" (the collective's full size).
+  os << "communication per step per rank (sent per rank = the bytes one rank sends, ring traffic; "
+        "buffer = the collective's full size, nccl-tests' convention)\n";
+  std::snprintf(buf, sizeof buf, "%-16s %-5s %8s %16s %16s\n", "op", "dtype", "calls",
+                "sent per rank", "buffer");
   os << buf;
   const double ranks = s.world_size > 0 ? s.world_size : 1;
+  auto sent_text = [&](const CommStat& c) {
+    return c.sent >= 0 ? format_bytes(std::llround(c.sent_per_step / ranks)) : std::string("-");
+  };
   for (const CommStat& c : s.comm) {
-    const std::string sent =
-        c.sent >= 0 ? format_bytes(std::llround(c.sent_per_step / ranks)) : std::string("-");
-    std::snprintf(buf, sizeof buf, "%-16s %-5s %8lld %16s %18s\n", c.op.c_str(),
-                  dtype_name(c.dtype), static_cast<long long>(c.calls), sent.c_str(),
+    std::snprintf(buf, sizeof buf, "%-16s %-5s %8lld %16s %16s\n", c.op.c_str(),
+                  dtype_name(c.dtype), static_cast<long long>(c.calls), sent_text(c).c_str(),
                   format_bytes(std::llround(c.bytes_per_step / ranks)).c_str());
+    os << buf;
+  }
+  if (s.comm.size() > 1) {
+    const CommStat t = comm_total(s.comm);
+    std::snprintf(buf, sizeof buf, "%-16s %-5s %8lld %16s %16s\n", "total", "",
+                  static_cast<long long>(t.calls), sent_text(t).c_str(),
+                  format_bytes(std::llround(t.bytes_per_step / ranks)).c_str());
     os << buf;
   }
   if (s.comm.empty()) os << "(no collectives recorded)\n";

@@ -19,18 +19,25 @@
 
 namespace shardlab {
 
-// Comm-lane spans of one (op, dtype).
+// Comm-lane spans of one (op, dtype), in the two measures of core/comm/traffic.hpp, which every
+// report prints with the same labels: "sent per rank" and "buffer".
 struct CommStat {
   std::string op;
   DType dtype = DType::f32;
   int64_t calls = 0;
-  int64_t bytes = 0;          // sum of the spans' bytes: the collectives' buffer sizes
+  // Buffer: the sum of the spans' bytes, the collectives' full sizes (collective_bytes,
+  // nccl-tests' convention, the base of busbw).
+  int64_t bytes = 0;
   double bytes_per_step = 0;  // bytes / steps (bytes when there are no steps)
-  // What the ranks sent (ring traffic, sent_bytes in core/comm/traffic.hpp): the figure the demo,
-  // the lessons and the benchmarks print. -1 when a span lacks it (runs recorded before it was).
+  // Sent: what the ranks sent (ring traffic, sent_bytes). -1 when a span lacks it (runs recorded
+  // before spans carried it).
   int64_t sent = 0;
   double sent_per_step = -1;  // sent / steps, -1 when unknown
 };
+
+// The stats of every op together (op "total"): sums of calls, bytes and sent (-1 when one is
+// unknown) and of their per-step figures.
+CommStat comm_total(const std::vector<CommStat>& v);
 
 struct RankSummary {
   int rank = 0;

@@ -217,6 +217,7 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
   r.peak_by_category = ctx.tracker->at_peak();
   r.peak_each_category = ctx.tracker->peak_all();
   r.comm_bytes_per_step = stepper.last().comm_total();
+  r.comm_buffer_per_step = stepper.last().comm_buffer;
   if (const MemoryTracker* host = stepper.engine().host_tracker()) {
     r.host_peak_bytes = host->peak_total();
     r.host_peak_by_category = host->at_peak();

@@ -79,12 +79,11 @@ void print_run_summary(std::ostream& out, const TrainResult& r, const MemoryTrac
   out << "\n"
       << r.losses.size() << " steps, " << r.tokens << " tokens in " << fmt("%.1f", r.seconds)
       << " s: " << fmt("%.0f", r.tokens_per_s) << " tokens/s\n";
-  // Bytes sent, as the demo, the lessons and the benchmarks count them (ring traffic); the
-  // collectives' buffer sizes are in `shardlab summary`, labelled "buffer".
+  // The two measures of core/comm/traffic.hpp, labelled as every report labels them.
   if (r.world > 1)
-    out << "sent " << format_bytes(r.comm_bytes_per_step)
-        << " per step per rank (rank 0, last step; all-gathers, reduce-scatters and "
-           "all-reduces)\n";
+    out << "communication per step: sent per rank " << format_bytes(r.comm_bytes_per_step)
+        << ", buffer " << format_bytes(r.comm_buffer_per_step)
+        << " (rank 0, last step, the engine's collectives)\n";
   out << (r.host_peak_bytes >= 0 ? "device peak " : "peak memory ") << format_bytes(r.peak_bytes)
       << " (";
   MemArray at = tracker.at_peak();

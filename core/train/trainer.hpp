@@ -160,10 +160,13 @@ struct TrainResult {
   int64_t tokens = 0;                // trained on
   int64_t peak_bytes = 0;            // tracker peak (rank 0)
   int64_t num_params = 0;
-  int world = 1;                    // ranks that trained
-  MemArray peak_by_category{};      // rank 0: each category at the moment of the peak
-  MemArray peak_each_category{};    // rank 0: each category's own peak
-  int64_t comm_bytes_per_step = 0;  // rank 0: bytes sent into collectives in the last step
+  int world = 1;                  // ranks that trained
+  MemArray peak_by_category{};    // rank 0: each category at the moment of the peak
+  MemArray peak_each_category{};  // rank 0: each category's own peak
+  // Rank 0, the engine's collectives in the last step (core/comm/traffic.hpp): sent per rank
+  // (ring traffic) and buffer (the collectives' full sizes, nccl-tests' convention).
+  int64_t comm_bytes_per_step = 0;
+  int64_t comm_buffer_per_step = 0;
   // The host tier (--offload; rank 0): its peak (-1 without a host tier), the categories at that
   // moment, and the bytes copied between the tiers in the last step, by direction.
   int64_t host_peak_bytes = -1;

@@ -135,6 +135,7 @@ int main(int argc, char** argv) {
     int64_t ar = 0;
     for (int u = 0; u < num_units(cfg); ++u) ar += 2 * 4 * unit_layout(cfg, u).numel * (N - 1) / N;
     lesson.expect_comm("all_reduce", "2·4Ψ(N-1)/N", ar);
+    lesson.expect_buffer("4Ψ (the all-reduce)", 4 * psi);
 
     // ---- the replicas stayed identical, and the loss curve: core's reference GPT with the same
     // recipe, and one rank on the whole batch

@@ -205,6 +205,7 @@ int main(int argc, char** argv) {
     // embedding and for the head, whose backward follows at once).
     lesson.expect_comm("all_gather", "2·4Ψ'(N-1)/N", 2 * 4 * psi_pad * (N - 1) / N);
     lesson.expect_comm("reduce_scatter", "4Ψ'(N-1)/N", 4 * psi_pad * (N - 1) / N);
+    lesson.expect_buffer("3·4Ψ'", 3 * 4 * psi_pad);
 
     lesson.compare_losses("lesson 1", lesson1_losses(opt, N), 0.0);
     return lesson.finish();

@@ -225,6 +225,7 @@ int main(int argc, char** argv) {
     lesson.expect_comm("all_gather in group", "2·4Ψ'(G-1)/G", 2 * 4 * psi_pad * (G - 1) / G);
     lesson.expect_comm("reduce_scatter in group", "4Ψ'(G-1)/G", 4 * psi_pad * (G - 1) / G);
     lesson.expect_comm("all_reduce across groups", "2·4(Ψ'/G)(R-1)/R", ar);
+    lesson.expect_buffer("3·4Ψ' + 4Ψ'/G", 3 * 4 * psi_pad + 4 * psi_pad / G);
 
     // ---- replicas of a shard agree bit for bit; the loss only within rounding: the mean of group
     // means sums in another order than lesson 1, except at the edges G = 1 and G = N

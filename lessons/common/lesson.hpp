@@ -97,6 +97,11 @@ class Lesson {
   void expect_comm(const std::string& key, const std::string& formula, int64_t bytes) {
     comm_.push_back({key, formula, bytes});
   }
+  // The collectives' full sizes per step (all collectives together: the "buffer" of
+  // core/comm/traffic.hpp), on every rank and every step.
+  void expect_buffer(const std::string& formula, int64_t bytes) {
+    buffer_ = CommRow{"buffer, total", formula, bytes};
+  }
   void note(const std::string& line) { notes_.push_back(line); }
   void check(bool ok, const std::string& what) { checks_.push_back({ok, what}); }
 
@@ -210,7 +215,9 @@ class Lesson {
   }
 
   void print_comm(nlohmann::json& out) {
-    std::printf("\nbytes sent per rank per step (ring traffic, as core/comm counts it)\n");
+    std::printf(
+        "\nbytes per step: sent per rank (ring traffic) by collective, and buffer (the "
+        "collectives'\nfull size, nccl-tests' convention), as core/comm/traffic.hpp counts them\n");
     std::printf("  %-28s", "collective");
     for (int r = 0; r < opt_.ranks; ++r)
       std::printf(" | %11s", ("rank " + std::to_string(r)).c_str());
@@ -240,6 +247,35 @@ class Lesson {
       all_ok = all_ok && ok;
       out["comm"].push_back(row);
     }
+    // The last step's total in both measures (from lesson 1 to full sharding: 1.5x sent per rank,
+    // 3x buffer). The buffer is checked on every rank and step when the lesson predicts it.
+    std::printf("  %-28s", "sent per rank, total");
+    for (const RankResult& r : results_) {
+      int64_t n = 0;
+      for (const auto& kv : r.bytes.back()) n += kv.second;
+      std::printf(" | %11s", commas(n).c_str());
+      out["sent"].push_back(n);
+    }
+    std::printf(" |\n  %-28s", buffer_.key.c_str());
+    bool buffer_ok = true;
+    std::string buffer_why;
+    for (size_t r = 0; r < results_.size(); ++r) {
+      const std::vector<int64_t>& steps = results_[r].buffer;
+      for (size_t k = 0; k < steps.size(); ++k) {
+        if (buffer_.expected >= 0 && steps[k] != buffer_.expected && buffer_ok)
+          buffer_why = " (rank " + std::to_string(r) + ", step " + std::to_string(k + 1) + ": " +
+                       commas(steps[k]) + ")";
+        buffer_ok = buffer_ok && (buffer_.expected < 0 || steps[k] == buffer_.expected);
+      }
+      std::printf(" | %11s", commas(steps.back()).c_str());
+      out["buffer"].push_back(steps.back());
+    }
+    if (buffer_.expected >= 0) {
+      std::printf(" | %s | %11s %s\n", pad(buffer_.formula, 26).c_str(),
+                  commas(buffer_.expected).c_str(), buffer_ok ? "ok" : "DIFFERENT");
+    } else {
+      std::printf(" |\n");
+    }
     // Nothing may be sent that the lesson did not predict.
     for (const RankResult& r : results_)
       for (const StepBytes& s : r.bytes)
@@ -250,6 +286,8 @@ class Lesson {
           all_ok = all_ok && known;
         }
     check(all_ok, "bytes sent per step equal the formulas on every rank and step" + why);
+    if (buffer_.expected >= 0)
+      check(buffer_ok, "buffer per step equals the formula on every rank and step" + buffer_why);
   }
 
   LessonInfo info_;
@@ -259,6 +297,7 @@ class Lesson {
   std::vector<RankResult> results_;
   std::vector<MemRow> mem_;
   std::vector<CommRow> comm_;
+  CommRow buffer_{"buffer, total", "", -1};
   std::vector<std::string> notes_;
   std::vector<std::pair<bool, std::string>> checks_;
 };

@@ -1,6 +1,7 @@
 // Measuring one rank's training steps: the bytes each communicator sent during the step (by
-// collective), the step's time, the mean loss over all ranks, the step event for the run
-// directory and the printed line. What a rank measured ends up in its RankResult.
+// collective; "sent per rank") and the collectives' full sizes ("buffer"; both as
+// core/comm/traffic.hpp defines them), the step's time, the mean loss over all ranks, the step
+// event for the run directory and the printed line. What a rank measured ends up in its RankResult.
 #pragma once
 
 #include <chrono>
@@ -20,7 +21,8 @@ using StepBytes = std::map<std::string, int64_t>;
 
 struct RankResult {
   std::vector<float> losses;     // mean over all ranks, per step
-  std::vector<StepBytes> bytes;  // per step
+  std::vector<StepBytes> bytes;  // per step: sent per rank, by collective
+  std::vector<int64_t> buffer;   // per step: the collectives' buffers, all together
   MemArray now{};                // tracker after the last step: what a rank keeps
   MemArray peak{};               // each category's own peak
   int64_t peak_total = 0;
@@ -37,7 +39,8 @@ inline uint64_t fingerprint(Device& dev, const Buffer& buf, uint64_t h = 0xcbf29
   return h;
 }
 
-// Starts measuring at construction; stop() returns what the watched communicators sent since.
+// Starts measuring at construction; stop() returns what the watched communicators sent since, and
+// buffer() then gives their collectives' full sizes over the same span.
 class StepMeter {
  public:
   // `comms`: the communicators whose traffic a step counts, each with a label ("" for none).
@@ -49,8 +52,10 @@ class StepMeter {
   StepBytes stop() {
     seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     StepBytes out;
+    buffer_ = 0;
     for (size_t i = 0; i < comms_.size(); ++i) {
       const Communicator::Traffic a = start_[i], b = comms_[i].first->traffic();
+      buffer_ += b.buffer - a.buffer;
       const std::string sfx = comms_[i].second.empty() ? "" : " " + comms_[i].second;
       const std::pair<const char*, int64_t> ops[] = {
           {"all_gather", b.all_gather - a.all_gather},
@@ -63,12 +68,14 @@ class StepMeter {
     return out;
   }
   double seconds() const { return seconds_; }
+  int64_t buffer() const { return buffer_; }
 
  private:
   std::vector<std::pair<Communicator*, std::string>> comms_;
   std::vector<Communicator::Traffic> start_;
   std::chrono::steady_clock::time_point t0_;
   double seconds_ = 0;
+  int64_t buffer_ = 0;
 };
 
 inline void print_step_header() {
@@ -80,6 +87,7 @@ inline void print_step_header() {
 inline void end_step(RankContext& ctx, StepMeter& meter, int step, float loss, int64_t tokens,
                      RankResult& res) {
   res.bytes.push_back(meter.stop());
+  res.buffer.push_back(meter.buffer());
   ctx.comm->all_reduce(&loss, &loss, 1, DType::f32, ReduceOp::avg, false, {-1, "loss"});
   res.losses.push_back(loss);
   ctx.recorder->step(step + 1, loss, tokens, meter.seconds());  // 1-based, as the trainer

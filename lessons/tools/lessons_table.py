@@ -20,6 +20,11 @@ def memory(d, label, when):
     raise KeyError(f"lesson {d['lesson']}: no memory row {label} ({when})")
 
 
+def sent_of(d):
+    """Sent per rank in the last step, all collectives together (rank 0)."""
+    return sum(c["measured"][0] for c in d["comm"])
+
+
 def main():
     command, files = sys.argv[1], sys.argv[2:]
     runs = sorted((json.load(open(f)) for f in files), key=lambda d: d["lesson"])
@@ -29,6 +34,7 @@ def main():
     if not same:
         sys.exit("lessons_table: the runs differ in model, ranks or steps")
     dp = memory(first, "persistent total", "kept")["measured"][0]
+    dp_sent, dp_buffer = sent_of(first), first["buffer"][0]
     out = [
         "# The five lessons side by side",
         "",
@@ -38,15 +44,17 @@ def main():
         "rank equals the formula exactly). MiB = 2^20 bytes.",
         "",
         "| lesson | kept per rank: formula | kept per rank, MiB | vs lesson 1 | peak per rank, MiB "
-        "| gathered params peak, MiB | sent per rank per step, MiB | of which in collectives "
-        "spanning groups | loss at the last step | checks |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| gathered params peak, MiB | sent per rank per step, MiB (vs lesson 1) "
+        "| of which in collectives spanning groups | buffer per step, MiB (vs lesson 1) "
+        "| loss at the last step | checks |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for d in runs:
         kept = memory(d, "persistent total", "kept")
         peak = memory(d, "total", "peak")["measured"][0]
         gathered = memory(d, "params_unsharded", "peak")["measured"][0]
-        sent = sum(c["measured"][0] for c in d["comm"])
+        sent = sent_of(d)
+        buffer = d["buffer"][0]
         # Lessons 1-4 run every collective over all N ranks; lesson 5 only its all-reduce.
         across = [c for c in d["comm"] if "across" in c["key"]]
         spanning = sum(c["measured"][0] for c in across) if across else sent
@@ -54,15 +62,20 @@ def main():
         passed = sum(1 for c in checks if c["ok"])
         out.append(
             f"| {d['lesson']} {d['title']} | {kept['formula']} | {mib(kept['measured'][0])} | "
-            f"{kept['measured'][0] / dp:.2f}× | {mib(peak)} | {mib(gathered)} | {mib(sent)} | "
-            f"{mib(spanning)} | {d['losses'][-1]:.4f} | {passed}/{len(checks)} passed |")
+            f"{kept['measured'][0] / dp:.2f}× | {mib(peak)} | {mib(gathered)} | "
+            f"{mib(sent)} ({sent / dp_sent:.2f}×) | {mib(spanning)} | "
+            f"{mib(buffer)} ({buffer / dp_buffer:.2f}×) | {d['losses'][-1]:.4f} | "
+            f"{passed}/{len(checks)} passed |")
     out += [
         "",
         "Ψ is the parameter count and Ψ' the count after padding each unit to a multiple of the "
         "shard group (each lesson prints both). *Kept* is what a rank holds between steps "
         "(parameters, gradients, Adam state); *peak* adds what a step needs for a while: "
-        "activations, the gathered unit, the unit's full gradient, communication staging. *Sent* is "
-        "ring traffic per rank as `core/comm` counts it; lessons 1 to 4 run every collective over "
+        "activations, the gathered unit, the unit's full gradient, communication staging. *Sent per "
+        "rank* is ring traffic per rank and *buffer* the collectives' full size (nccl-tests' "
+        "convention), both as `core/comm/traffic.hpp` counts them: full sharding sends 1.5× what "
+        "DDP sends per rank (3Ψ'(N−1)/N against 2Ψ(N−1)/N elements) over 3× the buffer (3Ψ' "
+        "against Ψ). Lessons 1 to 4 run every collective over "
         "all N ranks, so all of it spans both groups of lesson 5's mesh, while lesson 5 sends only "
         "its gradient-shard all-reduce across groups.",
         "",

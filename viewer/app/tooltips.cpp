@@ -38,7 +38,13 @@ void span_tooltip(const RunModel& m, const RunData& data, int rank, const Bar& b
   ImGui::Text("rank %d, %s lane, unit %d", rank, lane_name(sp.lane), sp.unit);
   ImGui::Text("start %s, duration %s", format_duration(double(sp.t_start)).c_str(),
               format_duration(double(dur)).c_str());
-  if (sp.bytes > 0) ImGui::Text("%s (%s)", format_bytes(sp.bytes).c_str(), dtype_name(sp.dtype));
+  if (sp.bytes > 0 && sp.lane == Lane::comm && sp.sent >= 0)
+    ImGui::Text("sent per rank %s, buffer %s (%s)", format_bytes(sp.sent).c_str(),
+                format_bytes(sp.bytes).c_str(), dtype_name(sp.dtype));
+  else if (sp.bytes > 0 && sp.lane == Lane::comm)
+    ImGui::Text("buffer %s (%s)", format_bytes(sp.bytes).c_str(), dtype_name(sp.dtype));
+  else if (sp.bytes > 0)
+    ImGui::Text("%s (%s)", format_bytes(sp.bytes).c_str(), dtype_name(sp.dtype));
   if (sp.lane == Lane::comm) {
     if (sp.t_start > sp.t_issue)
       ImGui::Text("queued %s after issue",

@@ -49,13 +49,13 @@ std::string peak_cell(const RunModel& m) {
 std::string collective_cell(const RunModel& m, OpKind k) {
   const OpStats& o = m.summary.ops[static_cast<int>(k)];
   if (o.count == 0) return "-";
-  // Sent bytes first, the figure the demo and the lessons print; the buffer size (busbw's base)
-  // only with its label.
+  // Per step and rank, the two measures every report labels the same way (core/comm/traffic.hpp):
+  // "sent per rank" (ring traffic) and "buffer" (the collective's full size, busbw's base).
   const std::string buffer = per_step(double(o.bytes), rank_steps(m), true);
   const std::string bw = ", busbw " + format_rate(o.bandwidth.busbw);
-  if (o.sent < 0) return "buffer " + buffer + " (sent not recorded: an older run)" + bw;
-  return "sent " + per_step(double(o.sent), rank_steps(m), true) + " per rank (buffer " + buffer +
-         ")" + bw;
+  if (o.sent < 0) return "buffer " + buffer + " (sent per rank not recorded: an older run)" + bw;
+  return "sent per rank " + per_step(double(o.sent), rank_steps(m), true) + ", buffer " + buffer +
+         bw;
 }
 
 // Per-rank time spent waiting for the last rank to arrive.
