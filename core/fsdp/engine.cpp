@@ -34,10 +34,10 @@ Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,
   SL_CHECK(cfg.host_mem_limit >= 0, "engine: host_mem_limit ", cfg.host_mem_limit,
            " must be >= 0 (0 = no limit)");
   if (cfg.offload != Offload::none) {
-    // The CUDA path (pinned host memory, copies on a copy stream) has not been run on a GPU.
-    if (dev.kind() != DeviceKind::cpu)
+    // cpu: a second CPU device; cuda: pinned host memory and a copy stream (make_host_tier).
+    if (dev.kind() == DeviceKind::meta)
       SL_THROW(InvalidArgument, "--offload ", offload_name(cfg.offload), " with --device ",
-               device_kind_name(dev.kind()), ": only the cpu device is supported so far");
+               device_kind_name(dev.kind()), ": only the cpu and cuda devices are supported");
     host_tracker = std::make_unique<MemoryTracker>(world.rank(), cfg.host_mem_limit);
     if (rec && rec->enabled()) {
       Recorder* r = rec;
@@ -365,15 +365,16 @@ const MemoryTracker* Engine::host_tracker() const { return impl_->host_tracker.g
 void Engine::Impl::copy_d2h(void* host_dst, const void* src, int64_t bytes, int unit) {
   const bool traced = rec && rec->enabled();
   const int64_t t0 = traced ? trace_now_ns() : 0;
-  dev.copy_to_host(host_dst, src, bytes);
+  dev.copy_to_host_tier(host_dst, src, bytes);
   copied_d2h += bytes;
   if (traced) rec->span(Lane::copy, "d2h", unit, bytes, DType::f32, t0, t0, trace_now_ns());
 }
 
-void Engine::Impl::copy_h2d(void* dst, const void* host_src, int64_t bytes, int unit) {
+void Engine::Impl::copy_h2d(void* dst, const void* host_src, int64_t bytes, int unit,
+                            ReadBy read_by) {
   const bool traced = rec && rec->enabled();
   const int64_t t0 = traced ? trace_now_ns() : 0;
-  dev.copy_from_host(dst, host_src, bytes);
+  dev.copy_from_host_tier(dst, host_src, bytes, read_by);
   copied_h2d += bytes;
   if (traced) rec->span(Lane::copy, "h2d", unit, bytes, DType::f32, t0, t0, trace_now_ns());
 }

@@ -14,7 +14,7 @@ void Engine::Impl::issue_gather(FsdpUnit& u) {
   const void* shard = u.params.data();
   if (params_off()) {  // the shard lives on the host: up first, into a buffer the gather reads
     u.up = dev.alloc(u.own.size * psz(), MemCategory::comm_buffers);
-    copy_h2d(u.up.data(), u.params.data(), u.own.size * psz(), u.id);
+    copy_h2d(u.up.data(), u.params.data(), u.own.size * psz(), u.id, ReadBy::collective);
     shard = u.up.data();
   }
   // Rank r's shard lands at [r*S, (r+1)*S): the padded flat buffer, ready for views.
