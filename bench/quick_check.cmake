@@ -144,6 +144,15 @@ foreach(s no_shard shard_optim shard_grad_op full_shard hybrid_shard)
   endforeach()
 endforeach()
 
+# ---- wrap policies: tiny at N = 2 under block, whole and layer, each with its counters
+read_suite(wrap)
+foreach(w block whole layer)
+  expect_benchmark(wrap "wrap/local/full_shard/tiny/${w}/ranks:2/process_time/manual_time"
+                   "tokens/s;step_ms;collectives;units;peak;peak_params_unsharded"
+                   tokens/s step_ms collectives units largest_unit peak peak_params_unsharded
+                   planned_peak exposed_ms)
+endforeach()
+
 # ---- the report
 if(NOT no_mpl)
   set(report ${WORK_DIR}/report.md)
@@ -152,7 +161,7 @@ if(NOT no_mpl)
   endif()
   file(READ ${report} text)
   foreach(section "## Machine and run" "## Headlines" "## Training step" "## Collectives"
-                  "## Capacity")
+                  "## Capacity" "## Wrap policy")
     string(FIND "${text}" "${section}" at)
     if(at LESS 0)
       message(FATAL_ERROR "bench.quick: ${report} has no '${section}' section")
@@ -170,4 +179,4 @@ if(NOT no_mpl)
     endif()
   endforeach()
 endif()
-message(STATUS "bench.quick: JSON of the three suites as expected")
+message(STATUS "bench.quick: JSON of the four suites as expected")

@@ -3,7 +3,8 @@
 
     /usr/bin/python3 bench/report.py DATA_DIR OUT_DIR
 
-DATA_DIR holds train_step*.json, collectives*.json and capacity*.json (any may be missing) and the
+DATA_DIR holds train_step*.json, collectives*.json, capacity*.json and wrap.json (any may be
+missing; wrap.json's table and plot come from bench/wrap_report.py) and the
 run.log that bench/run_bench.sh writes (machine, load average, exact commands), and, after
 `make bench-peers`, peers_*.json and peers.log (bench/peers/run_peers.py). OUT_DIR gets report.md
 and the plots. Needs matplotlib (Debian's python3-matplotlib, hence /usr/bin/python3).
@@ -475,6 +476,27 @@ def capacity_section(rows, out_dir):
     return "\n".join(md), table(head, trows)
 
 
+# ---- wrap policies (bench_wrap; the table and plot of docs/fsdp.md, Wrap policy) ---------------
+
+def wrap_section(data_dir, out_dir):
+    """The wrap-policy sweep from DATA_DIR/wrap.json, through bench/wrap_report.py (the same table
+    docs/fsdp.md splices in)."""
+    path = os.path.join(data_dir, "wrap.json")
+    if not os.path.exists(path):
+        return ""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import wrap_report  # noqa: E402
+    rows = wrap_report.rows_of(path)
+    wrap_report.plot(rows, os.path.join(out_dir, "wrap_sweep.png"))
+    reps = max(r["reps"] for r in rows)
+    return ("full_shard on the local backend, prefetch 1: per model preset and `--wrap` policy, "
+            "the units it makes, collective calls per step and rank, the largest "
+            "`params_unsharded` a rank held, exposed communication and tokens/s (median of %d "
+            "repetitions, min-max in parentheses). What the trade-off is: docs/fsdp.md, Wrap "
+            "policy.\n\n" % reps + wrap_report.table(rows) +
+            "\n![wrap_sweep.png](wrap_sweep.png)\n")
+
+
 # ---- PyTorch beside ShardLab (bench/peers/) -----------------------------------------------------
 
 PEER_NAMES = {"ddp": "DDP", "fsdp2": "FSDP2 (fully_shard per block + root)"}
@@ -620,7 +642,8 @@ def main():
     coll_rows, coll_err, _ = load_rows(data_dir, "collectives")
     cap_rows, cap_err, _ = load_rows(data_dir, "capacity")
     peer_rows, peer_err, _ = load_rows(data_dir, "peers")
-    if not (train_rows or coll_rows or cap_rows or peer_rows):
+    wrap_md = wrap_section(data_dir, out_dir)
+    if not (train_rows or coll_rows or cap_rows or peer_rows or wrap_md):
         print("report.py: no benchmark results in %s" % data_dir, file=sys.stderr)
         return 1
 
@@ -676,6 +699,8 @@ def main():
         md.append("## Collectives\n\n" + coll_md)
     if cap_md:
         md.append("## Capacity\n\n" + cap_md)
+    if wrap_md:
+        md.append("## Wrap policy\n\n" + wrap_md)
     if peers_md:
         md.append("## PyTorch beside ShardLab\n\n" + peers_md)
     errors = train_err + coll_err + cap_err + peer_err

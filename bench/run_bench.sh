@@ -4,6 +4,8 @@
 #   bench/run_bench.sh quick   BIN_DIR OUT_DIR   `make bench-quick` and the ctest: under a minute
 # Add --no-report to only run the suites. OUT_DIR/data/ gets one JSON file per suite and run.log
 # (machine, load average before and after each suite, the exact commands), which report.py reads.
+# BENCH_SUITES="wrap capacity" runs only those suites (of train_step collectives capacity wrap
+# mpi); the report then has only their sections.
 set -euo pipefail
 
 if [ $# -lt 3 ]; then
@@ -22,11 +24,15 @@ case "$mode" in
     train_args=(--presets=tiny,small --ranks=1,2,4,8 --benchmark_min_time=0.5)
     coll_args=(--benchmark_filter='/local/|memcpy')
     cap_args=(--ranks=1,2,4,8 --limit_mib=64 --width=256)
+    # The wrap-policy sweep of docs/fsdp.md: full_shard, N = 4, small and medium.
+    wrap_args=(--benchmark_min_time=1 --benchmark_repetitions=3
+      --benchmark_enable_random_interleaving=true)
     ;;
   quick)
     train_args=(--presets=tiny --ranks=1,2,4 --benchmark_min_time=0.01)
     coll_args=('--benchmark_filter=/local/bytes:(1048576|67108864)/|memcpy')
     cap_args=(--ranks=1,2,4 --limit_mib=16 --width=128)
+    wrap_args=(--presets=tiny --wraps=block,whole,layer --ranks=2 --benchmark_min_time=0.01)
     ;;
   *)
     echo "bench/run_bench.sh: unknown mode '$mode' (expected default or quick)" >&2
@@ -34,7 +40,10 @@ case "$mode" in
     ;;
 esac
 
-for b in bench_train_step bench_collectives bench_capacity; do
+suites=${BENCH_SUITES:-train_step collectives capacity wrap mpi}
+wants() { [[ " ${suites//,/ } " == *" $1 "* ]]; }
+
+for b in bench_train_step bench_collectives bench_capacity bench_wrap; do
   if [ ! -x "$bin/$b" ]; then
     echo "bench/run_bench.sh: $bin/$b not found: build with SHARDLAB_BENCH=ON first" >&2
     exit 1
@@ -47,6 +56,7 @@ log="$data/run.log"
 : > "$log"
 {
   echo "mode $mode"
+  echo "suites $suites"
   echo "date $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "machine_cpu $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)"
   echo "machine_cores $(nproc)"
@@ -80,14 +90,15 @@ run_suite() {
   echo "load_after $name $(cut -d' ' -f1-3 /proc/loadavg)" >> "$log"
 }
 
-run_suite train_step "$bin/bench_train_step" "${train_args[@]}"
-run_suite collectives "$bin/bench_collectives" "${coll_args[@]}"
-run_suite capacity "$bin/bench_capacity" "${cap_args[@]}"
+wants train_step && run_suite train_step "$bin/bench_train_step" "${train_args[@]}"
+wants collectives && run_suite collectives "$bin/bench_collectives" "${coll_args[@]}"
+wants capacity && run_suite capacity "$bin/bench_capacity" "${cap_args[@]}"
+wants wrap && run_suite wrap "$bin/bench_wrap" "${wrap_args[@]}"
 
 # The MPI backend (default suite only, when mpirun is there): processes instead of threads.
 # SHARDLAB_MPIRUN_FLAGS replaces the flags, e.g. add `--mca btl_vader_single_copy_mechanism none`
 # where the sandbox forbids ptrace (then every shared-memory message is copied twice).
-if [ "$mode" = default ]; then
+if [ "$mode" = default ] && wants mpi; then
   if command -v mpirun > /dev/null; then
     read -r -a mpi_flags <<< "${SHARDLAB_MPIRUN_FLAGS:---oversubscribe --mca btl self,vader}"
     [ "$(id -u)" = 0 ] && mpi_flags+=(--allow-run-as-root)

@@ -472,6 +472,57 @@ TEST(TraceChrome, OverlappingSpansGoToExtraThreadsAndNestedStay) {
     }
 }
 
+TEST(TraceChrome, OffloadCopyLaneAndHostMemoryHaveTheirOwnTracks) {
+  RunData run;
+  run.dir = "synthetic";
+  run.ranks.resize(2);
+  for (int r = 0; r < 2; ++r) {
+    RankTrace& rt = run.ranks[r];
+    rt.spans = {SpanEvent{Lane::compute, "forward", 0, 0, DType::f32, 0, 0, 1000, -1},
+                SpanEvent{Lane::copy, "h2d", 1, 4096, DType::f32, 100, 100, 300, -1},
+                SpanEvent{Lane::copy, "d2h", 1, 4096, DType::f32, 900, 900, 1100, -1},
+                SpanEvent{Lane::comm, "all_gather", 1, 8192, DType::f32, 300, 300, 700, -1}};
+    rt.mem = {{0, MemCategory::params_unsharded, 8192, 8192, 8192}};
+    rt.host_mem = {{0, MemCategory::optimizer_state, 1000, 1000, 1000},
+                   {50, MemCategory::params, 4096, 4096, 5096}};
+  }
+  const json t = validate_chrome_trace(chrome_trace_json(run));
+  std::map<std::pair<int, int>, std::string> thread_names;
+  std::map<std::string, std::vector<std::pair<int, int>>> where;    // op -> (pid, tid)
+  std::map<int, std::vector<json>> host_counters, device_counters;  // pid -> args
+  for (const json& e : t.at("traceEvents")) {
+    const std::pair<int, int> th{e.at("pid"), e.at("tid")};
+    if (e.at("ph") == "M" && e.at("name") == "thread_name")
+      thread_names[th] = e.at("args").at("name");
+    if (e.at("ph") == "X") {
+      where[e.at("name")].push_back(th);
+      if (e.at("name") == "h2d" || e.at("name") == "d2h") {
+        EXPECT_EQ(e.at("cat"), "copy");
+        EXPECT_EQ(e.at("args").at("bytes"), 4096);
+      }
+    }
+    if (e.at("ph") == "C" && e.at("name") == "host memory")
+      host_counters[e.at("pid")].push_back(e.at("args"));
+    if (e.at("ph") == "C" && e.at("name") == "memory")
+      device_counters[e.at("pid")].push_back(e.at("args"));
+  }
+  for (int r = 0; r < 2; ++r) {
+    // The copies on their own thread "copy", apart from compute (0) and comm (1).
+    EXPECT_EQ(thread_names[std::make_pair(r, 1000)], "copy") << r;
+    for (const char* op : {"h2d", "d2h"})
+      EXPECT_EQ(where[op], (std::vector<std::pair<int, int>>{{0, 1000}, {1, 1000}})) << op;
+    EXPECT_EQ(where["all_gather"], (std::vector<std::pair<int, int>>{{0, 1}, {1, 1}}));
+    // The host tier: its own counter, every category, the totals the events carried.
+    ASSERT_EQ(host_counters[r].size(), 2u) << r;
+    EXPECT_EQ(host_counters[r][0].at("optimizer_state"), 1000);
+    EXPECT_EQ(host_counters[r][1].at("optimizer_state"), 1000);
+    EXPECT_EQ(host_counters[r][1].at("params"), 4096);
+    EXPECT_EQ(host_counters[r][1].at("params_unsharded"), 0);
+    ASSERT_EQ(device_counters[r].size(), 1u) << r;
+    EXPECT_EQ(device_counters[r][0].at("params"), 0) << "host bytes stay out of the device counter";
+  }
+}
+
 TEST(TraceSummary, IntervalArithmetic) {
   const auto u = interval_union({{5, 10}, {0, 3}, {2, 4}, {10, 12}, {20, 20}});
   EXPECT_EQ(u, (std::vector<Interval>{{0, 4}, {5, 12}}));

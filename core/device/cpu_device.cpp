@@ -9,6 +9,8 @@
 // pool holds at most kPoolCacheBytes of free blocks; SHARDLAB_CPU_POOL=0 turns it off (every
 // block straight to and from the C library, as before), and so do the sanitizer builds, where
 // reuse would hide a use after free.
+#include "core/device/cpu_device.hpp"
+
 #include <cblas.h>
 
 #include <cstdlib>
@@ -18,8 +20,6 @@
 #include <new>
 #include <unordered_map>
 #include <vector>
-
-#include "core/device/device.hpp"
 
 namespace shardlab {
 
@@ -98,61 +98,54 @@ class HostPool {
   size_t cached_ = 0;
 };
 
-class CpuDevice final : public Device {
- public:
-  explicit CpuDevice(MemoryTracker& tracker) : Device(tracker) {
-    if (pool_enabled()) pool_ = std::make_unique<HostPool>();
-  }
-  DeviceKind kind() const override { return DeviceKind::cpu; }
-
-  void copy(void* dst, const void* src, int64_t bytes) override {
-    if (bytes > 0 && dst != src) std::memmove(dst, src, static_cast<size_t>(bytes));
-  }
-  void copy_to_host(void* dst, const void* src, int64_t bytes) override { copy(dst, src, bytes); }
-  void copy_from_host(void* dst, const void* src, int64_t bytes) override { copy(dst, src, bytes); }
-  void fill_zero(void* dst, int64_t bytes) override {
-    if (bytes > 0) std::memset(dst, 0, static_cast<size_t>(bytes));
-  }
-  void synchronize() override {}
-
-  void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
-            const float* B, int ldb, float beta, float* C, int ldc) override {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
-                K, alpha, A, lda, B, ldb, beta, C, ldc);
-  }
-
-  void gemm_batched(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
-                    int64_t sa, const float* B, int ldb, int64_t sb, float beta, float* C, int ldc,
-                    int64_t sc, int batch) override {
-    for (int i = 0; i < batch; ++i)
-      gemm(ta, tb, M, N, K, alpha, A + i * sa, lda, B + i * sb, ldb, beta, C + i * sc, ldc);
-  }
-
- protected:
-  void* raw_alloc(int64_t bytes) override {
-    // 64-byte alignment: whole cache lines, and what AVX-512 loads like.
-    void* p = nullptr;
-    if (pool_) {
-      p = pool_->take(static_cast<size_t>(bytes));
-    } else {
-      size_t n = (static_cast<size_t>(bytes) + 63) & ~size_t{63};
-      p = std::aligned_alloc(64, n);
-    }
-    if (!p) SL_THROW(OutOfMemory, "host allocation of ", format_bytes(bytes), " failed");
-    return p;
-  }
-  void raw_free(void* p) override {
-    if (pool_)
-      pool_->give(p);
-    else
-      std::free(p);
-  }
-
- private:
-  std::unique_ptr<HostPool> pool_;  // null: straight to the C library
-};
-
 }  // namespace
+
+CpuDevice::CpuDevice(MemoryTracker& tracker, bool pooled) : Device(tracker) {
+  if (pooled && pool_enabled()) pool_ = std::make_unique<HostPool>();
+}
+
+CpuDevice::~CpuDevice() = default;
+
+void CpuDevice::copy(void* dst, const void* src, int64_t bytes) {
+  if (bytes > 0 && dst != src) std::memmove(dst, src, static_cast<size_t>(bytes));
+}
+
+void CpuDevice::fill_zero(void* dst, int64_t bytes) {
+  if (bytes > 0) std::memset(dst, 0, static_cast<size_t>(bytes));
+}
+
+void CpuDevice::gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+                     const float* B, int ldb, float beta, float* C, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+              K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void CpuDevice::gemm_batched(bool ta, bool tb, int M, int N, int K, float alpha, const float* A,
+                             int lda, int64_t sa, const float* B, int ldb, int64_t sb, float beta,
+                             float* C, int ldc, int64_t sc, int batch) {
+  for (int i = 0; i < batch; ++i)
+    gemm(ta, tb, M, N, K, alpha, A + i * sa, lda, B + i * sb, ldb, beta, C + i * sc, ldc);
+}
+
+void* CpuDevice::raw_alloc(int64_t bytes) {
+  // 64-byte alignment: whole cache lines, and what AVX-512 loads like.
+  void* p = nullptr;
+  if (pool_) {
+    p = pool_->take(static_cast<size_t>(bytes));
+  } else {
+    size_t n = (static_cast<size_t>(bytes) + 63) & ~size_t{63};
+    p = std::aligned_alloc(64, n);
+  }
+  if (!p) SL_THROW(OutOfMemory, "host allocation of ", format_bytes(bytes), " failed");
+  return p;
+}
+
+void CpuDevice::raw_free(void* p) {
+  if (pool_)
+    pool_->give(p);
+  else
+    std::free(p);
+}
 
 std::unique_ptr<Device> make_cpu_device(MemoryTracker& tracker) {
   return std::make_unique<CpuDevice>(tracker);

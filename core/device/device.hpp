@@ -18,6 +18,10 @@ const char* device_kind_name(DeviceKind k);
 
 class Device;
 
+// What first reads the bytes of a copy up from the host tier: device compute, or a collective (on
+// a GPU these run on different streams, and only the reader's stream needs to wait).
+enum class ReadBy : uint8_t { compute, collective };
+
 // An owned, tracked allocation. Move-only: a copy is an explicit Device::copy.
 class Buffer {
  public:
@@ -74,6 +78,19 @@ class Device {
   virtual void copy(void* dst, const void* src, int64_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, int64_t bytes) = 0;
   virtual void copy_from_host(void* dst, const void* host_src, int64_t bytes) = 0;
+  // Copies between this device and its host tier (buffers from make_host_tier), used by
+  // --offload. The CPU device copies at once. A GPU issues them on its copy stream: the copy down
+  // returns once the bytes are on the host (the host reads them next); the copy up returns at
+  // once, and only the device work queued after it waits for it (an event, not a host wait).
+  virtual void copy_to_host_tier(void* host_dst, const void* src, int64_t bytes) {
+    copy_to_host(host_dst, src, bytes);
+  }
+  // `read_by`: what reads `dst` first; on a GPU only that stream waits for the copy.
+  virtual void copy_from_host_tier(void* dst, const void* host_src, int64_t bytes,
+                                   ReadBy read_by = ReadBy::compute) {
+    (void)read_by;
+    copy_from_host(dst, host_src, bytes);
+  }
   virtual void fill_zero(void* dst, int64_t bytes) = 0;
   // Waits until all work issued on this device has finished.
   virtual void synchronize() = 0;

@@ -34,13 +34,8 @@ Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,
   SL_CHECK(cfg.host_mem_limit >= 0, "engine: host_mem_limit ", cfg.host_mem_limit,
            " must be >= 0 (0 = no limit)");
   if (cfg.offload != Offload::none) {
-    // The CUDA path (pinned host memory, copies on a copy stream) has not been run on a GPU.
-    // The meta device's host tier is a meta device too (the simulator, `plan`).
-    if (dev.kind() == DeviceKind::cuda)
-      SL_THROW(InvalidArgument, "--offload ", offload_name(cfg.offload), " with --device ",
-               device_kind_name(dev.kind()),
-               ": only the cpu device (and the simulator's meta "
-               "device) is supported so far");
+    // The host tier comes from the device (make_host_tier): cpu, a second CPU device; cuda, pinned
+    // host memory and a copy stream (not yet run on a GPU); meta, a meta device (the simulator).
     host_tracker = std::make_unique<MemoryTracker>(world.rank(), cfg.host_mem_limit);
     if (rec && rec->enabled()) {
       Recorder* r = rec;
@@ -369,15 +364,16 @@ const MemoryTracker* Engine::host_tracker() const { return impl_->host_tracker.g
 void Engine::Impl::copy_d2h(void* host_dst, const void* src, int64_t bytes, int unit) {
   const bool traced = rec && rec->enabled();
   const int64_t t0 = traced ? trace_now_ns() : 0;
-  dev.copy_to_host(host_dst, src, bytes);
+  dev.copy_to_host_tier(host_dst, src, bytes);
   copied_d2h += bytes;
   if (traced) rec->span(Lane::copy, "d2h", unit, bytes, DType::f32, t0, t0, trace_now_ns());
 }
 
-void Engine::Impl::copy_h2d(void* dst, const void* host_src, int64_t bytes, int unit) {
+void Engine::Impl::copy_h2d(void* dst, const void* host_src, int64_t bytes, int unit,
+                            ReadBy read_by) {
   const bool traced = rec && rec->enabled();
   const int64_t t0 = traced ? trace_now_ns() : 0;
-  dev.copy_from_host(dst, host_src, bytes);
+  dev.copy_from_host_tier(dst, host_src, bytes, read_by);
   copied_h2d += bytes;
   if (traced) rec->span(Lane::copy, "h2d", unit, bytes, DType::f32, t0, t0, trace_now_ns());
 }

@@ -166,8 +166,12 @@ struct Engine::Impl {
   bool params_off() const { return cfg.offload == Offload::params; }
   Device& state_dev() { return params_off() ? *host_dev : dev; }
   // Copies between the tiers, counted by direction and traced as copy-lane spans ("h2d", "d2h").
+  // On a GPU they run on its copy stream (Device::copy_*_host_tier): a copy down returns with the
+  // bytes on the host; a copy up returns at once (its span is the issue) and `read_by`'s stream
+  // waits for it.
   void copy_d2h(void* host_dst, const void* src, int64_t bytes, int unit);
-  void copy_h2d(void* dst, const void* host_src, int64_t bytes, int unit);
+  void copy_h2d(void* dst, const void* host_src, int64_t bytes, int unit,
+                ReadBy read_by = ReadBy::compute);
 
   // ---- shard access (shard_access.cpp)
   // This rank's owned range of a unit as fp32 (`mine`, own.size elements) all-gathered over the

@@ -44,6 +44,9 @@ void Engine::Impl::check_loss_finite(float loss) const {
 
 void Engine::Impl::optimizer_step() {
   drain(0);
+  // The host writes host-tier shards below: copies up still queued from them must be done first
+  // (a GPU's copy stream; nothing on the CPU device).
+  if (host_dev) host_dev->synchronize();
   {
     ScopedSpan span(rec, "optimizer");
     // Under --offload optim the step runs on the host tier (od = host_dev) over host copies: the

@@ -19,7 +19,7 @@ void Engine::Impl::issue_gather(FsdpUnit& u) {
   // before the rendezvous, instead of inside the collective while every rank waits for it.
   void* own = static_cast<char*>(u.gathered.data()) + shard_comm->rank() * S * psz();
   if (params_off())
-    copy_h2d(own, u.params.data(), S * psz(), u.id);
+    copy_h2d(own, u.params.data(), S * psz(), u.id, ReadBy::collective);
   else
     dev.copy(own, u.params.data(), S * psz());
   u.gather_work = shard_comm->all_gather(own, u.gathered.data(), S, cfg.param_dtype,

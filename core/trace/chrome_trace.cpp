@@ -103,9 +103,14 @@ std::string chrome_trace_json(const RunData& run) {
     meta_events.push_back(
         {0, metadata("process_sort_index", pid, 0, "sort_index", std::to_string(r))});
 
-    // Spans: per lane, tracks 0, 1, ... become tids lane + 2 * track.
-    int tracks_used[2] = {1, 1};  // compute and comm threads are always named
-    for (Lane lane : {Lane::compute, Lane::comm}) {
+    // Spans: per lane, tracks 0, 1, ... become tids lane + 2 * track (compute, comm), and
+    // kCopyTid + track (copy).
+    constexpr int kCopyTid = 1000;
+    const auto tid_of = [](Lane lane, int track) {
+      return lane == Lane::copy ? kCopyTid + track : static_cast<int>(lane) + 2 * track;
+    };
+    int tracks_used[3] = {1, 1, 0};  // compute and comm threads are always named, copy if used
+    for (Lane lane : {Lane::compute, Lane::comm, Lane::copy}) {
       std::vector<const SpanEvent*> spans;
       for (const SpanEvent& s : rt.spans)
         if (s.lane == lane) spans.push_back(&s);
@@ -116,7 +121,7 @@ std::string chrome_trace_json(const RunData& run) {
         tracks_used[l] = std::max(tracks_used[l], track[i] + 1);
         const int64_t start = std::max<int64_t>(0, s.t_start);
         const int64_t dur = std::max<int64_t>(0, s.t_end - start);
-        std::string e = event_head(s.op, "X", start, pid, l + 2 * track[i]);
+        std::string e = event_head(s.op, "X", start, pid, tid_of(lane, track[i]));
         put_number(e, "dur", micros(dur));
         e += ",\"cat\":";
         e += json_quoted(lane_name(lane));
@@ -132,10 +137,10 @@ std::string chrome_trace_json(const RunData& run) {
         events.push_back({start, std::move(e)});
       }
     }
-    for (Lane lane : {Lane::compute, Lane::comm}) {
+    for (Lane lane : {Lane::compute, Lane::comm, Lane::copy}) {
       const int l = static_cast<int>(lane);
       for (int k = 0; k < tracks_used[l]; ++k) {
-        const int tid = l + 2 * k;
+        const int tid = tid_of(lane, k);
         std::string name = lane_name(lane);
         if (k > 0) name += " #" + std::to_string(k + 1);
         meta_events.push_back({0, metadata("thread_name", pid, tid, "name", json_quoted(name))});
@@ -144,19 +149,24 @@ std::string chrome_trace_json(const RunData& run) {
       }
     }
 
-    // Memory: one counter whose series are the categories (drawn stacked), replayed from events.
-    MemArray cur{};
-    for (const MemEvent& m : rt.mem) {
-      cur[static_cast<int>(m.category)] = m.cat_total;
-      std::string e = event_head("memory", "C", m.t, pid, 0);
-      e += ",\"args\":{";
-      for (int c = 0; c < kNumMemCategories; ++c) {
-        if (c) e += ',';
-        e += json_quoted(mem_category_name(static_cast<MemCategory>(c))) + ":" +
-             std::to_string(cur[c]);
+    // Memory: one counter whose series are the categories (drawn stacked), replayed from events;
+    // the host tier (--offload) as a second counter, "host memory", so the two are never summed.
+    for (const auto& [name, list] :
+         {std::pair<const char*, const std::vector<MemEvent>*>{"memory", &rt.mem},
+          {"host memory", &rt.host_mem}}) {
+      MemArray cur{};
+      for (const MemEvent& m : *list) {
+        cur[static_cast<int>(m.category)] = m.cat_total;
+        std::string e = event_head(name, "C", m.t, pid, 0);
+        e += ",\"args\":{";
+        for (int c = 0; c < kNumMemCategories; ++c) {
+          if (c) e += ',';
+          e += json_quoted(mem_category_name(static_cast<MemCategory>(c))) + ":" +
+               std::to_string(cur[c]);
+        }
+        e += "}}";
+        events.push_back({std::max<int64_t>(0, m.t), std::move(e)});
       }
-      e += "}}";
-      events.push_back({std::max<int64_t>(0, m.t), std::move(e)});
     }
 
     for (const StepEvent& st : rt.steps) {

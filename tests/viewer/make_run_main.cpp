@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   app.add_option("--ranks", o.ranks, "ranks")->capture_default_str();
   app.add_option("--steps", o.steps, "training steps")->capture_default_str();
   app.add_option("--units", o.units, "FSDP units per model")->capture_default_str();
+  app.add_flag("--offload", o.offload,
+               "as --offload params: host-tier memory events and h2d/d2h copy spans");
   app.add_option("--strategy", o.strategy, "full_shard or no_shard")->capture_default_str();
   app.add_option("--mem-limit", mem_limit, "capacity written to meta.json (e.g. 160MiB)");
   app.add_option("--seed", o.seed, "jitter seed")->capture_default_str();

@@ -26,9 +26,11 @@ int64_t ms(double v) { return static_cast<int64_t>(std::llround(v * 1e6)); }
 struct RankSim {
   int64_t t_c = 0;     // compute stream free
   int64_t t_comm = 0;  // comm stream free
-  std::vector<RawMem> mem;
+  int64_t t_copy = 0;  // copy stream free (--offload)
+  std::vector<RawMem> mem, host_mem;
   int seq = 0;
   void alloc(int64_t t, MemCategory c, int64_t d) { mem.push_back({t, seq++, c, d}); }
+  void host_alloc(int64_t t, MemCategory c, int64_t d) { host_mem.push_back({t, seq++, c, d}); }
 };
 
 }  // namespace
@@ -48,6 +50,8 @@ nlohmann::json synthetic_meta(const SyntheticOptions& opt) {
 RunData make_synthetic_run(const SyntheticOptions& opt, const std::string& dir) {
   SL_CHECK(opt.ranks >= 1 && opt.units >= 1 && opt.steps >= 0, "synthetic run: bad sizes");
   const bool fsdp = opt.strategy != "no_shard";
+  SL_CHECK(!opt.offload || fsdp, "synthetic run: --offload needs full_shard");
+  const bool off = opt.offload;
   const int N = opt.ranks, U = opt.units;
   const int64_t P = opt.unit_param_bytes, A = opt.unit_act_bytes;
   const int64_t shard = (P + N - 1) / N;
@@ -85,6 +89,14 @@ RunData make_synthetic_run(const SyntheticOptions& opt, const std::string& dir) 
     sim[r].t_c = t1;
     return t0;
   };
+  // A copy between the tiers on rank r's copy stream, from `ready` on; returns its end.
+  auto copy = [&](int r, const char* op, int unit, int64_t bytes, int64_t ready) {
+    int64_t t0 = std::max(sim[r].t_copy, ready);
+    int64_t t1 = t0 + static_cast<int64_t>(bytes / opt.copy_gbps);
+    run.ranks[r].spans.push_back({Lane::copy, op, unit, bytes, DType::f32, t0, t0, t1, -1});
+    sim[r].t_copy = t1;
+    return t1;
+  };
   auto unit_state = [&](int r, int64_t t, int u, UnitState s) {
     run.ranks[r].units.push_back({t, u, s});
   };
@@ -93,8 +105,13 @@ RunData make_synthetic_run(const SyntheticOptions& opt, const std::string& dir) 
     run.ranks[r].spans[span_index].t_wait = t;
   };
 
-  // Persistent state at start: parameters (sharded or full).
-  for (int r = 0; r < N; ++r) sim[r].alloc(0, MemCategory::params, fsdp ? shard * U : P * U);
+  // Persistent state at start: parameters (sharded or full), in the host tier under offload.
+  for (int r = 0; r < N; ++r) {
+    if (off)
+      sim[r].host_alloc(0, MemCategory::params, shard * U);
+    else
+      sim[r].alloc(0, MemCategory::params, fsdp ? shard * U : P * U);
+  }
   if (fsdp)
     for (int r = 0; r < N; ++r)
       for (int u = 0; u < U; ++u) unit_state(r, 0, u, UnitState::sharded);
@@ -102,7 +119,9 @@ RunData make_synthetic_run(const SyntheticOptions& opt, const std::string& dir) 
   std::vector<int64_t> issue(N);
   std::vector<int64_t> ag_end(U);
   std::vector<std::vector<size_t>> ag_span(U, std::vector<size_t>(N));
-  auto issue_gather = [&](int u, const std::vector<int64_t>& when) {
+  auto issue_gather = [&](int u, std::vector<int64_t> when) {
+    if (off)  // the shard goes up first; the gather starts once it is there
+      for (int r = 0; r < N; ++r) when[r] = copy(r, "h2d", u, shard, when[r]);
     for (int r = 0; r < N; ++r) {
       sim[r].alloc(when[r], MemCategory::params_unsharded, P);
       unit_state(r, when[r], u, UnitState::gathering);
@@ -158,7 +177,12 @@ RunData make_synthetic_run(const SyntheticOptions& opt, const std::string& dir) 
         int64_t t0 = compute(r, "backward", u, opt.bwd_ms, ready);
         sim[r].alloc(t0, MemCategory::grads_unsharded, P);
         sim[r].alloc(sim[r].t_c, MemCategory::activations, -A);
-        if (step == 0 && u == U - 1) sim[r].alloc(t0, MemCategory::grads, fsdp ? shard * U : P * U);
+        if (step == 0 && u == U - 1) {
+          if (off)
+            sim[r].host_alloc(t0, MemCategory::grads, shard * U);
+          else
+            sim[r].alloc(t0, MemCategory::grads, fsdp ? shard * U : P * U);
+        }
         issue[r] = sim[r].t_c;
       }
       int64_t end = collective(fsdp ? "reduce_scatter" : "all_reduce", u, P, issue);
@@ -166,40 +190,58 @@ RunData make_synthetic_run(const SyntheticOptions& opt, const std::string& dir) 
       for (int r = 0; r < N; ++r) {
         sim[r].alloc(end, MemCategory::grads_unsharded, -P);
         if (fsdp) reshard(r, u, std::max(end, sim[r].t_c));
+        if (off) last_comm_end = std::max(last_comm_end, copy(r, "d2h", u, shard, end));
       }
     }
     // ---- optimizer on local shards, after the last gradient arrived
     for (int r = 0; r < N; ++r) {
       if (last_comm_end > sim[r].t_c) {
         // The last collective was waited on: note it on that rank's span.
-        run.ranks[r].spans[run.ranks[r].spans.size() - 1].t_wait = sim[r].t_c;
+        auto& spans = run.ranks[r].spans;
+        for (size_t j = spans.size(); j-- > 0;)
+          if (spans[j].lane == Lane::comm) {
+            spans[j].t_wait = sim[r].t_c;
+            break;
+          }
       }
       int64_t t0 = compute(r, "optimizer", -1, opt.opt_ms, last_comm_end);
-      if (step == 0) sim[r].alloc(t0, MemCategory::optimizer_state, 2 * (fsdp ? shard * U : P * U));
+      if (step == 0 && off)
+        sim[r].host_alloc(t0, MemCategory::optimizer_state, 2 * shard * U);
+      else if (step == 0)
+        sim[r].alloc(t0, MemCategory::optimizer_state, 2 * (fsdp ? shard * U : P * U));
+      if (off) {  // the host step's scratch
+        sim[r].host_alloc(t0, MemCategory::workspace, shard);
+        sim[r].host_alloc(sim[r].t_c, MemCategory::workspace, -shard);
+      }
       double loss = 4.0 * std::exp(-0.02 * step) + 1.5 + 0.01 * r;
       double step_s = static_cast<double>(sim[r].t_c - step_start[r]) * 1e-9;
       run.ranks[r].steps.push_back({sim[r].t_c, step, loss, opt.tokens_per_rank, step_s});
     }
   }
 
-  // Mem events in time order with running totals, as the tracker reports them.
-  for (int r = 0; r < N; ++r) {
-    auto& raw = sim[r].mem;
+  // Mem events in time order with running totals, as the tracker reports them (the host tier's
+  // tracker apart).
+  auto replay = [](std::vector<RawMem>& raw, std::vector<MemEvent>& out) {
     std::sort(raw.begin(), raw.end(), [](const RawMem& a, const RawMem& b) {
       return a.t != b.t ? a.t < b.t : a.seq < b.seq;
     });
     MemArray cur{};
     int64_t total = 0;
-    RankTrace& tr = run.ranks[r];
     for (const RawMem& m : raw) {
       cur[static_cast<int>(m.c)] += m.delta;
       total += m.delta;
-      tr.mem.push_back({m.t, m.c, m.delta, cur[static_cast<int>(m.c)], total});
+      out.push_back({m.t, m.c, m.delta, cur[static_cast<int>(m.c)], total});
     }
+  };
+  for (int r = 0; r < N; ++r) {
+    RankTrace& tr = run.ranks[r];
+    replay(sim[r].mem, tr.mem);
+    replay(sim[r].host_mem, tr.host_mem);
     std::stable_sort(tr.units.begin(), tr.units.end(),
                      [](const UnitEvent& a, const UnitEvent& b) { return a.t < b.t; });
     tr.t_last = 0;
     for (const MemEvent& e : tr.mem) tr.t_last = std::max(tr.t_last, e.t);
+    for (const MemEvent& e : tr.host_mem) tr.t_last = std::max(tr.t_last, e.t);
     for (const SpanEvent& e : tr.spans) tr.t_last = std::max(tr.t_last, e.t_end);
     for (const StepEvent& e : tr.steps) tr.t_last = std::max(tr.t_last, e.t);
   }
@@ -218,6 +260,16 @@ std::vector<std::pair<int64_t, std::string>> rank_lines(const RunData& run, int 
                                          {"bytes", e.bytes},
                                          {"cat_total", e.cat_total},
                                          {"total", e.total}}
+                              .dump());
+  for (const MemEvent& e : tr.host_mem)
+    out.emplace_back(e.t, nlohmann::json{{"t", e.t},
+                                         {"rank", rank},
+                                         {"kind", "mem"},
+                                         {"category", mem_category_name(e.category)},
+                                         {"bytes", e.bytes},
+                                         {"cat_total", e.cat_total},
+                                         {"total", e.total},
+                                         {"tier", "host"}}
                               .dump());
   for (const SpanEvent& e : tr.spans) {
     nlohmann::json j{{"t", e.t_end},         {"rank", rank},

@@ -27,6 +27,11 @@ struct SyntheticOptions {
   double jitter = 0.05;     // compute times vary by up to this fraction per rank and step
   int64_t tokens_per_rank = 4096;
   int64_t mem_limit = 0;  // written to meta.json when > 0
+  // As --offload params: parameter shards and optimizer state in the host tier ("tier":"host" mem
+  // events), each shard copied up before its all-gather and each reduced shard copied down after
+  // its reduce-scatter (h2d / d2h spans on the copy lane). full_shard only.
+  bool offload = false;
+  double copy_gbps = 20.0;  // bytes per ns of a copy between the tiers
   uint32_t seed = 1;
 };
 

@@ -147,6 +147,56 @@ TEST(ViewerScreenshot, PanelsShowTheirColoursWhereTheAppSaysTheyAre) {
   EXPECT_EQ(all, placed + legend);
 }
 
+TEST(ViewerScreenshot, OffloadRunGetsAHostMemoryRowAndACopyLanePerRank) {
+  if (!have_xvfb_run()) GTEST_SKIP() << "xvfb-run not found (Debian: apt-get install xvfb xauth)";
+  std::string dir = work_dir("shot_offload");
+  make_run(dir + "/off", "--ranks 2 --steps 4 --units 3 --offload");
+  make_run(dir + "/plain", "--ranks 2 --steps 4 --units 3");
+  for (const char* name : {"off", "plain"}) {
+    const bool off = std::string(name) == "off";
+    std::string png = dir + "/" + name + ".png";
+    ASSERT_EQ(screenshot(dir + "/" + name, png, "--frames 4"), 0) << read_text(png + ".log");
+    Image im;
+    ASSERT_TRUE(im.load(png)) << png;
+    nlohmann::json rep = nlohmann::json::parse(read_text(dir + "/" + name + ".json"));
+    const auto& colors = rep["colors"];
+    const auto& r0 = rep["panels"]["runs"][0];
+    if (!off) {  // no host tier, no copies: nothing extra drawn, no copy colour anywhere
+      EXPECT_TRUE(r0["host_rows"].empty());
+      EXPECT_TRUE(r0["copy_lanes"].empty());
+      EXPECT_EQ(im.count(whole(im), colors["ops"]["h2d"]), 0);
+      continue;
+    }
+    ASSERT_EQ(r0["host_rows"].size(), 2u) << "a host memory row per rank";
+    ASSERT_EQ(r0["copy_lanes"].size(), 2u) << "a copy lane per rank";
+    for (int r = 0; r < 2; ++r) {
+      const auto& host = r0["host_rows"][r];
+      const auto& lane = r0["copy_lanes"][r];
+      // Inside their panels' canvases.
+      EXPECT_GE(host[1].get<double>(), r0["memory_plot"][1].get<double>());
+      EXPECT_GE(lane[1].get<double>(), r0["timeline_plot"][1].get<double>());
+      // The host row holds the host tier's categories, in the device rows' colours; the device
+      // rows of this run hold no parameter shards, gradients or optimizer state (all on the host).
+      for (const char* c : {"params", "grads", "optimizer_state"})
+        EXPECT_GT(im.count(host, colors["categories"][c]), 20) << "rank " << r << " host " << c;
+      EXPECT_EQ(im.count(host, colors["categories"]["params_unsharded"]), 0) << r;
+      // The copy lane holds the copies up and down, and nothing of compute or collectives.
+      EXPECT_GT(im.count(lane, colors["ops"]["h2d"]), 3) << "rank " << r;
+      EXPECT_GT(im.count(lane, colors["ops"]["d2h"]), 3) << "rank " << r;
+      for (const char* op : {"forward", "backward", "all_gather", "reduce_scatter"})
+        EXPECT_EQ(im.count(lane, colors["ops"][op]), 0) << op << " in rank " << r << "'s copy lane";
+    }
+    EXPECT_EQ(im.count(r0["memory_plot"], colors["categories"]["optimizer_state"]),
+              im.count(r0["host_rows"][0], colors["categories"]["optimizer_state"]) +
+                  im.count(r0["host_rows"][1], colors["categories"]["optimizer_state"]))
+        << "optimizer state is drawn only in the host rows";
+    // Copies only in the copy lanes.
+    const auto& h2d = colors["ops"]["h2d"];
+    EXPECT_EQ(im.count(r0["timeline_plot"], h2d),
+              im.count(r0["copy_lanes"][0], h2d) + im.count(r0["copy_lanes"][1], h2d));
+  }
+}
+
 TEST(ViewerScreenshot, CompareModeShowsTwoRunsSideBySideOnOneScale) {
   if (!have_xvfb_run()) GTEST_SKIP() << "xvfb-run not found (Debian: apt-get install xvfb xauth)";
   std::string dir = work_dir("shot_compare");

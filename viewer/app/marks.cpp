@@ -28,14 +28,15 @@ bool place(const ViewerState& s, const Mark& k, int64_t v_max, double* x, double
   switch (k.panel) {
     case MarkPanel::memory: {
       if (k.row >= n || s.overlay_ranks) return false;
-      ValueAxis va = memory_row_axis(rv.memory_plot, k.row, n, v_max);
+      const int per = memory_rows_per_rank(s, m);
+      ValueAxis va = memory_row_axis(rv.memory_plot, k.row * per, n * per, v_max);
       *y = va.to_y(static_cast<double>(m.ranks[k.row].mem.at(k.t).total));
       return rv.memory_plot.contains(*x, *y);
     }
     case MarkPanel::compute:
     case MarkPanel::comm: {
       if (k.row >= n) return false;
-      GanttRows rows = timeline_rows(rv.timeline_plot, n);
+      GanttRows rows = timeline_rows(rv.timeline_plot, n, m.has_copies);
       Lane lane = k.panel == MarkPanel::compute ? Lane::compute : Lane::comm;
       *y = rows.lane_y(k.row, lane);  // the lane's top edge: the stem ends on the bar
       return rv.timeline_plot.contains(*x, *y);

@@ -74,6 +74,10 @@ void write_report(const std::string& path, const ViewerState& s, int win_w, int 
                          {"rebuild_ms", r.run->last_rebuild_ms()},
                          {"axis_t_begin", s.time.axis(static_cast<int>(i)).t_begin()},
                          {"axis_t_end", s.time.axis(static_cast<int>(i)).t_end()}};
+    pr["host_rows"] = nlohmann::json::array();
+    for (const Rect& h : r.host_rows) pr["host_rows"].push_back(rect_json(h));
+    pr["copy_lanes"] = nlohmann::json::array();
+    for (const Rect& l : r.copy_lanes) pr["copy_lanes"].push_back(rect_json(l));
     j["panels"]["runs"].push_back(pr);
   }
   for (int k = 0; k < kNumMemCategories; ++k)

@@ -7,10 +7,12 @@
 
 namespace shardlab::viewer {
 
-void memory_tooltip(const RunModel& m, int rank, int64_t t) {
-  MemSample v = m.ranks[rank].mem.at(t);
+void memory_tooltip(const RunModel& m, int rank, int64_t t, bool host) {
+  const MemorySeries& ms = host ? m.ranks[rank].host_mem : m.ranks[rank].mem;
+  MemSample v = ms.at(t);
   ImGui::BeginTooltip();
-  ImGui::Text("%s rank %d at %s", m.info.name.c_str(), rank, format_duration(double(t)).c_str());
+  ImGui::Text("%s rank %d%s at %s", m.info.name.c_str(), rank, host ? " host memory" : "",
+              format_duration(double(t)).c_str());
   for (auto it = kStackOrder.rbegin(); it != kStackOrder.rend(); ++it) {  // top of the stack first
     int k = static_cast<int>(*it);
     if (v.cat[k] == 0) continue;
@@ -19,9 +21,9 @@ void memory_tooltip(const RunModel& m, int rank, int64_t t) {
                        mem_category_name(*it), format_bytes(v.cat[k]).c_str());
   }
   ImGui::Text("%-17s %s", "total", format_bytes(v.total).c_str());
-  ImGui::Text("%-17s %s at %s", "peak", format_bytes(m.ranks[rank].mem.peak_total).c_str(),
-              format_duration(double(m.ranks[rank].mem.t_peak)).c_str());
-  if (m.info.mem_limit > 0)
+  ImGui::Text("%-17s %s at %s", "peak", format_bytes(ms.peak_total).c_str(),
+              format_duration(double(ms.t_peak)).c_str());
+  if (m.info.mem_limit > 0 && !host)
     ImGui::Text("%-17s %s", "capacity", format_bytes(m.info.mem_limit).c_str());
   ImGui::EndTooltip();
 }

@@ -8,7 +8,8 @@
 
 namespace shardlab::viewer {
 
-void memory_tooltip(const RunModel& m, int rank, int64_t t);
+// host: the rank's host tier (--offload) instead of its device memory.
+void memory_tooltip(const RunModel& m, int rank, int64_t t, bool host = false);
 void span_tooltip(const RunModel& m, const RunData& data, int rank, const Bar& bar);
 
 }  // namespace shardlab::viewer

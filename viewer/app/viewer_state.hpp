@@ -23,6 +23,8 @@ struct RunView {
   std::unique_ptr<LiveRun> run;
   int units_rank = 0;                           // whose unit strips the units panel shows
   Rect memory_plot, timeline_plot, units_plot;  // canvases drawn this frame
+  // --offload runs: each rank's host memory row and copy lane this frame (empty otherwise).
+  std::vector<Rect> host_rows, copy_lanes;
 };
 
 struct ViewerState {

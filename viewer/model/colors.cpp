@@ -23,6 +23,8 @@ constexpr Rgba kOp[kNumOpKinds] = {
     {23, 190, 207, 255},   // all_gather: cyan
     {255, 127, 14, 255},   // reduce_scatter: deep orange
     {188, 189, 34, 255},   // all_reduce: olive
+    {227, 119, 194, 255},  // h2d: pink
+    {44, 160, 44, 255},    // d2h: bright green
     {127, 127, 127, 255},  // other: grey
 };
 constexpr Rgba kUnitState[4] = {

@@ -26,7 +26,7 @@ RankBars build_rank_bars(const std::vector<SpanEvent>& spans) {
     b.t1 = std::max(s.t_start, s.t_end);
     b.op = classify_op(s.op);
     b.span = static_cast<int>(i);
-    LaneBars& lane = rb.lanes[s.lane == Lane::comm ? 1 : 0];
+    LaneBars& lane = rb.lanes[static_cast<int>(s.lane)];
     lane.bars.push_back(b);
     lane.max_duration = std::max(lane.max_duration, b.t1 - b.t0);
   }
@@ -118,20 +118,22 @@ bool GanttRows::row_at(double y, int* rank, Lane* lane) const {
   int r = static_cast<int>(std::floor((y - y_top) / rank_h()));
   if (r >= n_ranks) return false;
   double in = y - y_top - r * rank_h();
-  if (in >= 2 * lane_h) return false;
+  if (in >= n_lanes * lane_h) return false;
   *rank = r;
-  *lane = in < lane_h ? Lane::compute : Lane::comm;
+  *lane = static_cast<Lane>(std::min(static_cast<int>(in / lane_h), n_lanes - 1));
   return true;
 }
 
-GanttRows fit_rows(double y_top, double height, int n_ranks, double min_lane_h, double max_lane_h) {
+GanttRows fit_rows(double y_top, double height, int n_ranks, double min_lane_h, double max_lane_h,
+                   int n_lanes) {
   GanttRows g;
   g.y_top = y_top;
   g.n_ranks = n_ranks;
+  g.n_lanes = std::clamp(n_lanes, 2, 3);
   if (n_ranks <= 0) return g;
   double per_rank = height / n_ranks;
   g.rank_gap = std::clamp(per_rank * 0.2, 2.0, 8.0);
-  g.lane_h = std::clamp((per_rank - g.rank_gap) / 2, min_lane_h, max_lane_h);
+  g.lane_h = std::clamp((per_rank - g.rank_gap) / g.n_lanes, min_lane_h, max_lane_h);
   return g;
 }
 

@@ -1,4 +1,5 @@
-// Gantt layout: one rank's spans as bars in two lanes (compute, comm), the rows they occupy on
+// Gantt layout: one rank's spans as bars in lanes (compute, comm, and copy between the memory
+// tiers under --offload), the rows they occupy on
 // screen, which bars are visible at a zoom (thin neighbours merged so a zoomed-out run stays
 // cheap to draw), and which bar is under a pixel.
 #pragma once
@@ -27,7 +28,7 @@ struct LaneBars {
 };
 
 struct RankBars {
-  std::array<LaneBars, 2> lanes;  // indexed by Lane (compute = 0, comm = 1)
+  std::array<LaneBars, 3> lanes;  // indexed by Lane (compute = 0, comm = 1, copy = 2)
   const LaneBars& lane(Lane l) const { return lanes[static_cast<int>(l)]; }
 };
 RankBars build_rank_bars(const std::vector<SpanEvent>& spans);
@@ -48,22 +49,25 @@ std::vector<DrawBar> layout_lane(const LaneBars& lane, const TimeAxis& axis, dou
 // tol_px pixels; -1 when none. Returns an index into lane.bars.
 int hit_test(const LaneBars& lane, const TimeAxis& axis, double x, double tol_px = 2.0);
 
-// Rows of the Gantt chart: per rank a compute lane above a comm lane, then a gap.
+// Rows of the Gantt chart: per rank a compute lane above a comm lane (above a copy lane when the
+// run copies between memory tiers: n_lanes = 3), then a gap.
 struct GanttRows {
   double y_top = 0;
   double lane_h = 14;
   double rank_gap = 6;
   int n_ranks = 0;
-  double rank_h() const { return 2 * lane_h + rank_gap; }
+  int n_lanes = 2;
+  double rank_h() const { return n_lanes * lane_h + rank_gap; }
   double lane_y(int rank, Lane l) const {
-    return y_top + rank * rank_h() + (l == Lane::comm ? lane_h : 0);
+    return y_top + rank * rank_h() + static_cast<int>(l) * lane_h;
   }
   double height() const { return n_ranks * rank_h(); }
   // The (rank, lane) whose row contains y; false in gaps and outside.
   bool row_at(double y, int* rank, Lane* lane) const;
 };
-// Rows filling `height` pixels for n ranks, lanes between min and max height.
+// Rows filling `height` pixels for n ranks of n_lanes (2 or 3) lanes, lanes between min and max
+// height.
 GanttRows fit_rows(double y_top, double height, int n_ranks, double min_lane_h = 6,
-                   double max_lane_h = 22);
+                   double max_lane_h = 22, int n_lanes = 2);
 
 }  // namespace shardlab::viewer

@@ -5,7 +5,8 @@ namespace shardlab::viewer {
 
 namespace {
 constexpr const char* kOpNames[kNumOpKinds] = {
-    "forward", "backward", "optimizer", "all_gather", "reduce_scatter", "all_reduce", "other"};
+    "forward",    "backward", "optimizer", "all_gather", "reduce_scatter",
+    "all_reduce", "h2d",      "d2h",       "other"};
 }
 
 const char* op_kind_name(OpKind k) { return kOpNames[static_cast<int>(k)]; }

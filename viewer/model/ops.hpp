@@ -14,9 +14,11 @@ enum class OpKind : uint8_t {
   all_gather,
   reduce_scatter,
   all_reduce,
+  h2d,  // a copy up from the host tier (--offload), on the copy lane
+  d2h,  // a copy down to the host tier
   other,
 };
-inline constexpr int kNumOpKinds = 7;
+inline constexpr int kNumOpKinds = 9;
 
 const char* op_kind_name(OpKind k);
 // "forward", "all_gather", ... map to their kind; a suffix after ':' or '.' is ignored

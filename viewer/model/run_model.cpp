@@ -151,6 +151,9 @@ RunModel build_run_model(const RunData& run) {
     m.summary.comm_ns = saturating_add(m.summary.comm_ns, rm.exposed.comm_ns);
     m.summary.exposed_ns = saturating_add(m.summary.exposed_ns, rm.exposed.exposed_ns);
     m.summary.max_peak = std::max(m.summary.max_peak, rm.mem.peak_total);
+    m.has_host_mem = m.has_host_mem || !tr.host_mem.empty();
+    m.has_copies = m.has_copies || !rm.bars.lane(Lane::copy).bars.empty();
+    m.host_max_peak = std::max(m.host_max_peak, rm.host_mem.peak_total);
   }
   finish_bandwidth(m.summary.ops, m.info.world);
 

@@ -80,6 +80,11 @@ struct RunModel {
   std::vector<StepInfo> steps;
   RunSummary summary;
   int64_t t_last = 0;  // latest event time over ranks
+  // --offload: some rank has host-tier memory events (a host memory row per rank) or copy spans
+  // between the tiers (a copy lane per rank); both false otherwise, and nothing extra is drawn.
+  bool has_host_mem = false;
+  bool has_copies = false;
+  int64_t host_max_peak = 0;  // highest per-rank host-tier peak: the host rows' own scale
   bool finished = false;
   int64_t n_events = 0;
 };

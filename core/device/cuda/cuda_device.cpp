@@ -66,6 +66,10 @@ CudaDevice::CudaDevice(MemoryTracker& tracker, int ordinal) : Device(tracker), o
   CUDA_CHECK(cudaStreamCreateWithPriority(&compute_, cudaStreamNonBlocking, least));
   CUDA_CHECK(cudaStreamCreateWithPriority(&comm_, cudaStreamNonBlocking, greatest));
   CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+  // The copy stream gets the compute stream's (lowest) priority: copies are bandwidth, not latency.
+  CUDA_CHECK(cudaStreamCreateWithPriority(&copy_, cudaStreamNonBlocking, least));
+  CUDA_CHECK(cudaEventCreateWithFlags(&copy_ready_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&copy_done_, cudaEventDisableTiming));
   pool_ = std::make_unique<CudaPool>(ordinal_, compute_);
 
   CUBLAS_CHECK(cublasCreate(&cublas_));
@@ -84,6 +88,7 @@ CudaDevice::CudaDevice(MemoryTracker& tracker, int ordinal) : Device(tracker), o
 
 CudaDevice::~CudaDevice() {
   CudaDeviceGuard guard(ordinal_);
+  cudaStreamSynchronize(copy_);
   cudaStreamSynchronize(comm_);
   cudaStreamSynchronize(compute_);
   release_resources();
@@ -95,10 +100,13 @@ void CudaDevice::release_resources() {
   cublas_workspace_.reset();
   pool_.reset();
   if (join_) cudaEventDestroy(join_);
+  if (copy_ready_) cudaEventDestroy(copy_ready_);
+  if (copy_done_) cudaEventDestroy(copy_done_);
+  if (copy_) cudaStreamDestroy(copy_);
   if (comm_) cudaStreamDestroy(comm_);
   if (compute_) cudaStreamDestroy(compute_);
-  join_ = nullptr;
-  comm_ = compute_ = nullptr;
+  join_ = copy_ready_ = copy_done_ = nullptr;
+  copy_ = comm_ = compute_ = nullptr;
 }
 
 void CudaDevice::copy(void* dst, const void* src, int64_t bytes) {
@@ -131,8 +139,40 @@ void CudaDevice::fill_zero(void* dst, int64_t bytes) {
   CUDA_CHECK(cudaMemsetAsync(dst, 0, static_cast<size_t>(bytes), compute_));
 }
 
+void CudaDevice::copy_to_host_tier(void* host_dst, const void* src, int64_t bytes) {
+  if (bytes <= 0) return;
+  CudaDeviceGuard guard(ordinal_);
+  CUDA_CHECK(cudaEventRecord(copy_ready_, compute_));  // `src` is written by earlier compute
+  CUDA_CHECK(cudaStreamWaitEvent(copy_, copy_ready_, 0));
+  CUDA_CHECK(
+      cudaMemcpyAsync(host_dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, copy_));
+  CUDA_CHECK(cudaStreamSynchronize(copy_));  // the host reads `host_dst` next
+}
+
+void CudaDevice::copy_from_host_tier(void* dst, const void* host_src, int64_t bytes,
+                                     ReadBy read_by) {
+  if (bytes <= 0) return;
+  CudaDeviceGuard guard(ordinal_);
+  // `dst` may be pool memory that compute work queued earlier still reads (stream-ordered reuse).
+  CUDA_CHECK(cudaEventRecord(copy_ready_, compute_));
+  CUDA_CHECK(cudaStreamWaitEvent(copy_, copy_ready_, 0));
+  CUDA_CHECK(
+      cudaMemcpyAsync(dst, host_src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, copy_));
+  CUDA_CHECK(cudaEventRecord(copy_done_, copy_));
+  // Only the reader waits: a shard copied up for its all-gather holds back the comm stream, not
+  // the compute that runs meanwhile. The pool reuses `dst` in compute-stream order after the
+  // reader is done (a collective's Work::wait joins compute to comm), so no record_stream.
+  CUDA_CHECK(cudaStreamWaitEvent(read_by == ReadBy::collective ? comm_ : compute_, copy_done_, 0));
+}
+
+void CudaDevice::wait_copies() const {
+  CudaDeviceGuard guard(ordinal_);
+  CUDA_CHECK(cudaStreamSynchronize(copy_));
+}
+
 void CudaDevice::synchronize() {
   CudaDeviceGuard guard(ordinal_);
+  CUDA_CHECK(cudaStreamSynchronize(copy_));
   CUDA_CHECK(cudaStreamSynchronize(comm_));
   CUDA_CHECK(cudaStreamSynchronize(compute_));
 }

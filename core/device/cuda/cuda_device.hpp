@@ -10,6 +10,11 @@
 // - memory: a buffer freed on the host is reusable at once by later compute work (stream order);
 //   if the comm stream touched it, only after an event recorded on the comm stream at free time.
 // - host copies (copy_to_host) synchronize the compute stream; nothing else blocks the host.
+// - copy stream (--offload): copies to and from the host tier, pinned host memory from
+//   make_host_tier. A copy first waits for the compute work queued before it (its source or its
+//   destination may still be in use there); a copy up then makes only its reader's stream wait
+//   (compute, or comm for a shard about to be all-gathered); a copy down blocks the host until
+//   its bytes have arrived, since the host reads them next.
 #pragma once
 
 #include <cublas_v2.h>
@@ -40,6 +45,15 @@ class CudaDevice final : public Device {
   void copy_from_host(void* dst, const void* host_src, int64_t bytes) override;
   void fill_zero(void* dst, int64_t bytes) override;
   void synchronize() override;
+
+  // The host tier: pinned host memory (cudaHostAlloc) charged to `host_tracker`, CPU copies,
+  // GEMMs and kernels; its buffers are freed only after this GPU's copies have finished.
+  std::unique_ptr<Device> make_host_tier(MemoryTracker& host_tracker) const override;
+  void copy_to_host_tier(void* host_dst, const void* src, int64_t bytes) override;
+  void copy_from_host_tier(void* dst, const void* host_src, int64_t bytes, ReadBy read_by) override;
+  cudaStream_t copy_stream() const { return copy_; }
+  // Blocks the host until every copy queued on the copy stream has finished.
+  void wait_copies() const;
 
   // Row-major SGEMM through cuBLAS (column-major) by computing C^T = op(B)^T op(A)^T.
   void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
@@ -81,7 +95,10 @@ class CudaDevice final : public Device {
   std::string name_;
   cudaStream_t compute_ = nullptr;
   cudaStream_t comm_ = nullptr;
-  cudaEvent_t join_ = nullptr;  // reused for comm_waits_for_compute
+  cudaEvent_t join_ = nullptr;        // reused for comm_waits_for_compute
+  cudaStream_t copy_ = nullptr;       // copies to and from the host tier
+  cudaEvent_t copy_ready_ = nullptr;  // compute -> copy stream
+  cudaEvent_t copy_done_ = nullptr;   // copy stream -> the copy's reader
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<CudaPool> pool_;
   Buffer cublas_workspace_;  // cuBLAS scratch, charged to `workspace`, so nothing is untracked

@@ -1,6 +1,7 @@
 // The memory panel of each run: one row per rank with the bytes of every category stacked over
-// time (viewer/model/memory_series), the capacity line and the peak marked; with overlay ranks,
-// every rank's total in one plot. Hover: that rank's categories at the cursor's time.
+// time (viewer/model/memory_series), the capacity line and the peak marked, and under --offload a
+// host row per rank below it (the host tier, on its own scale); with overlay ranks, every rank's
+// device total in one plot. Hover: that rank's categories at the cursor's time.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -21,8 +22,24 @@ ValueAxis memory_row_axis(const Rect& canvas, int row, int rows, int64_t v_max) 
   return {static_cast<double>(v_max), canvas.y + (row + 1) * row_h - 3, row_h - 6};
 }
 
+int memory_rows_per_rank(const ViewerState& s, const RunModel& m) {
+  return m.has_host_mem && !s.overlay_ranks ? 2 : 1;
+}
+
+namespace {
+
+// The host rows' scale: a round number above every run's host peak, shared like the device one.
+int64_t shared_host_scale(const ViewerState& s) {
+  int64_t v = 0;
+  for (const RunView& r : s.runs) v = std::max(v, r.run->model().host_max_peak);
+  return nice_bytes_ceiling(static_cast<int64_t>(static_cast<double>(v) * 1.05));
+}
+
+}  // namespace
+
 void show_memory_panel(ViewerState& s) {
   const int64_t v_max = shared_memory_scale(s);
+  const int64_t host_max = shared_host_scale(s);
   std::vector<LegendItem> legend;
   for (MemCategory c : kStackOrder) legend.push_back({category_color(c), mem_category_name(c)});
   for (size_t i = 0; i < s.runs.size(); ++i) {
@@ -39,6 +56,7 @@ void show_memory_panel(ViewerState& s) {
     Rect c = place_canvas("memory_canvas", panel);
     handle_time_canvas(s, axis);
     rv.memory_plot = {axis.x0(), c.y, axis.width(), c.h};
+    rv.host_rows.clear();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     int n = static_cast<int>(m.ranks.size());
     if (n == 0 || m.t_last == 0) {
@@ -50,35 +68,39 @@ void show_memory_panel(ViewerState& s) {
     ImGuiIO& io = ImGui::GetIO();
     bool hovered = ImGui::IsItemHovered();
     dl->PushClipRect(v2(c.x, c.y), v2(c.x + c.w, c.y + c.h), true);
-    int rows = s.overlay_ranks ? 1 : n;
+    // Per rank its device row and, under --offload, its host row below it (the host tier's
+    // categories in the same colours, on their own scale).
+    const int per = memory_rows_per_rank(s, m);
+    int rows = s.overlay_ranks ? 1 : n * per;
     double row_h = c.h / rows;
     double y_cursor_row = hovered ? std::floor((io.MousePos.y - c.y) / row_h) : -1;
     for (int row = 0; row < rows; ++row) {
+      const int rank = row / per;
+      const bool host = per == 2 && row % 2 == 1;
+      const int64_t row_max = host ? host_max : v_max;
       double top = c.y + row * row_h;
-      ValueAxis va = memory_row_axis(c, row, rows, v_max);
-      dl->AddRectFilled(v2(axis.x0(), va.to_y(v_max)), v2(axis.x0() + axis.width(), va.y_bottom),
-                        IM_COL32(255, 255, 255, 10));
-      std::string label = s.overlay_ranks ? "all ranks" : "rank " + std::to_string(row);
+      ValueAxis va = memory_row_axis(c, row, rows, row_max);
+      if (host) rv.host_rows.push_back({axis.x0(), top, axis.width(), row_h});
+      dl->AddRectFilled(v2(axis.x0(), va.to_y(row_max)), v2(axis.x0() + axis.width(), va.y_bottom),
+                        host ? IM_COL32(255, 255, 255, 18) : IM_COL32(255, 255, 255, 10));
+      std::string label = s.overlay_ranks ? "all ranks"
+                          : host          ? "rank " + std::to_string(rank) + " host"
+                                          : "rank " + std::to_string(rank);
       dl->AddText(v2(c.x, top + 2), col(kText), label.c_str());
       if (!s.overlay_ranks && row_h >= 34) {
-        std::string peak = "peak " + format_bytes_short(m.ranks[row].mem.peak_total);
+        const MemorySeries& own = host ? m.ranks[rank].host_mem : m.ranks[rank].mem;
+        std::string peak = "peak " + format_bytes_short(own.peak_total);
         dl->AddText(v2(c.x, top + 16), col(kDim), peak.c_str());
-        // The host tier (--offload): its peak under the device's, never drawn into the curve.
-        const int64_t host = m.ranks[row].host_mem.peak_total;
-        if (host > 0 && row_h >= 48) {
-          std::string h = "host " + format_bytes_short(host);
-          dl->AddText(v2(c.x, top + 30), col(kDim), h.c_str());
-        }
       }
-      std::string scale = format_bytes_short(v_max);
+      std::string scale = format_bytes_short(row_max);
       dl->AddText(
-          v2(axis.x0() + axis.width() - ImGui::CalcTextSize(scale.c_str()).x - 2, va.to_y(v_max)),
+          v2(axis.x0() + axis.width() - ImGui::CalcTextSize(scale.c_str()).x - 2, va.to_y(row_max)),
           col(kDim), scale.c_str());
       dl->PushClipRect(v2(axis.x0(), top), v2(axis.x0() + axis.width(), top + row_h), true);
-      draw_steps(dl, axis, m.steps, s.selected_step, va.to_y(v_max), va.y_bottom, false);
+      draw_steps(dl, axis, m.steps, s.selected_step, va.to_y(row_max), va.y_bottom, false);
       for (int r = 0; r < n; ++r) {
-        if (!s.overlay_ranks && r != row) continue;
-        const MemorySeries& ms = m.ranks[r].mem;
+        if (!s.overlay_ranks && r != rank) continue;
+        const MemorySeries& ms = host ? m.ranks[r].host_mem : m.ranks[r].mem;
         auto cols = memory_columns(ms, axis, m.ranks[r].t_last);
         if (!s.overlay_ranks) {
           for (const BandRect& b : memory_bands(cols, va))
@@ -94,13 +116,14 @@ void show_memory_panel(ViewerState& s) {
                           1.5f);
           }
         }
+        if (ms.samples.empty()) continue;
         // Peak marker: a white tick and triangle above the highest point.
         double px = axis.to_x(double(ms.t_peak)), py = va.to_y(double(ms.peak_total));
         dl->AddLine(v2(px, py), v2(px, va.y_bottom), col(kPeakColor.with_alpha(140)));
         dl->AddTriangleFilled(v2(px - 4, py - 7), v2(px + 4, py - 7), v2(px, py - 1),
                               col(kPeakColor));
       }
-      if (m.info.mem_limit > 0) {
+      if (m.info.mem_limit > 0 && !host) {
         double y = va.to_y(double(m.info.mem_limit));
         dl->AddLine(v2(axis.x0(), y), v2(axis.x0() + axis.width(), y), col(kCapacityColor), 1.5f);
         dl->AddText(v2(axis.x0() + 4, y - 14), col(kCapacityColor), "capacity");
@@ -110,7 +133,9 @@ void show_memory_panel(ViewerState& s) {
     draw_cursor_line(dl, s, axis, c.y, c.y + c.h);
     dl->PopClipRect();
     if (hovered && io.MousePos.x >= axis.x0()) {
-      int rank = s.overlay_ranks ? 0 : std::clamp(static_cast<int>(y_cursor_row), 0, n - 1);
+      const int row = std::clamp(static_cast<int>(y_cursor_row), 0, rows - 1);
+      int rank = s.overlay_ranks ? 0 : row / per;
+      const bool host = !s.overlay_ranks && per == 2 && row % 2 == 1;
       if (s.overlay_ranks) {
         // Overlaid: the rank whose total is closest to the cursor.
         int64_t t = static_cast<int64_t>(axis.to_t(io.MousePos.x));
@@ -121,7 +146,7 @@ void show_memory_panel(ViewerState& s) {
           if (d < best) best = d, rank = r;
         }
       }
-      memory_tooltip(m, rank, static_cast<int64_t>(axis.to_t(io.MousePos.x)));
+      memory_tooltip(m, rank, static_cast<int64_t>(axis.to_t(io.MousePos.x)), host);
     }
     ImGui::End();
   }

@@ -22,10 +22,13 @@ void show_summary_panel(ViewerState& s);
 
 // Where rows sit inside a panel's canvas (the rectangle RunView records as memory_plot,
 // timeline_plot or units_plot); the panels draw with these and --mark places its numbers with them.
-// Memory: row `row` of `rows`, on a value axis up to v_max.
+// Memory: row `row` of `rows`, on a value axis up to v_max. With host rows (a run with host-tier
+// memory, not overlaid) rank r's device row is row 2r and its host row 2r + 1.
 ValueAxis memory_row_axis(const Rect& canvas, int row, int rows, int64_t v_max);
-// Timeline: the two lanes of each of n ranks, below the time ruler.
-GanttRows timeline_rows(const Rect& canvas, int n_ranks);
+int memory_rows_per_rank(const ViewerState& s, const RunModel& m);
+// Timeline: the lanes of each of n ranks (compute, comm, and copy when `copy_lane`), below the
+// time ruler.
+GanttRows timeline_rows(const Rect& canvas, int n_ranks, bool copy_lane);
 // Units: the height of one unit's strip.
 double unit_row_height(const Rect& canvas, int n_units);
 

@@ -1,5 +1,6 @@
 // The timeline panel of each run: per rank a compute lane and a comm lane of op bars
-// (viewer/model/gantt), exposed communication underlined in red, the time ruler and step lines.
+// (viewer/model/gantt), and a copy lane (h2d, d2h) when the run copies between memory tiers
+// (--offload); exposed communication underlined in red, the time ruler and step lines.
 // Hover: the bar's span details.
 #include <algorithm>
 #include <cstdio>
@@ -19,18 +20,22 @@ namespace {
 constexpr double kRulerH = 30;  // the time ruler's labels and ticks above the lanes
 }  // namespace
 
-GanttRows timeline_rows(const Rect& canvas, int n_ranks) {
-  return fit_rows(canvas.y + kRulerH + 2, canvas.h - kRulerH - 2, n_ranks);
+GanttRows timeline_rows(const Rect& canvas, int n_ranks, bool copy_lane) {
+  return fit_rows(canvas.y + kRulerH + 2, canvas.h - kRulerH - 2, n_ranks, 6, 22,
+                  copy_lane ? 3 : 2);
 }
 
 void show_timeline_panel(ViewerState& s) {
-  std::vector<LegendItem> legend;
-  for (int k = 0; k < kNumOpKinds; ++k)
-    legend.push_back({op_color(static_cast<OpKind>(k)), op_kind_name(static_cast<OpKind>(k))});
-  legend.push_back({kExposedColor, "exposed comm"});
   for (size_t i = 0; i < s.runs.size(); ++i) {
     auto [rv, m, axis, panel] =
         begin_run_panel(s, i, s.layout.runs[i].timeline, "Timeline", "timeline");
+    std::vector<LegendItem> legend;
+    for (int k = 0; k < kNumOpKinds; ++k) {
+      const OpKind op = static_cast<OpKind>(k);
+      if ((op == OpKind::h2d || op == OpKind::d2h) && !m.has_copies) continue;
+      legend.push_back({op_color(op), op_kind_name(op)});
+    }
+    legend.push_back({kExposedColor, "exposed comm"});
     draw_legend(legend);
     Rect c = place_canvas("timeline_canvas", panel);
     handle_time_canvas(s, axis);
@@ -44,10 +49,16 @@ void show_timeline_panel(ViewerState& s) {
       ImGui::End();
       continue;
     }
-    GanttRows rows = timeline_rows(c, n);
+    GanttRows rows = timeline_rows(c, n, m.has_copies);
+    std::vector<Lane> lanes{Lane::compute, Lane::comm};
+    if (m.has_copies) lanes.push_back(Lane::copy);
+    rv.copy_lanes.clear();
     dl->PushClipRect(v2(c.x, c.y), v2(c.x + c.w, c.y + c.h), true);
     for (int r = 0; r < n; ++r) {
-      for (Lane lane : {Lane::compute, Lane::comm}) {
+      if (m.has_copies)
+        rv.copy_lanes.push_back(
+            {axis.x0(), rows.lane_y(r, Lane::copy), axis.width(), rows.lane_h - 1});
+      for (Lane lane : lanes) {
         double y = rows.lane_y(r, lane);
         char label[32];
         std::snprintf(label, sizeof label, "r%d %s", r, lane_name(lane));
@@ -66,7 +77,7 @@ void show_timeline_panel(ViewerState& s) {
         rows.row_at(io.MousePos.y, &hover_rank, &hover_lane))
       hover_bar = hit_test(m.ranks[hover_rank].bars.lane(hover_lane), axis, io.MousePos.x);
     for (int r = 0; r < n; ++r) {
-      for (Lane lane : {Lane::compute, Lane::comm}) {
+      for (Lane lane : lanes) {
         double y = rows.lane_y(r, lane);
         const LaneBars& lb = m.ranks[r].bars.lane(lane);
         for (const DrawBar& b : layout_lane(lb, axis))
