@@ -172,6 +172,12 @@ def simulate_table(cwd):
     return "\n".join(rows)
 
 
+def choosing(name):
+    """docs/choosing.md: tokens/s against inter-node bandwidth, memory against N, and the worked
+    7B example of `shardlab plan --recommend` (docs/choosing.py)."""
+    return lambda cwd: getattr(load_module("choosing"), name)(cwd)
+
+
 # name: (pages, make(cwd) -> block, slow)
 FIGURES = {
     "demo": (["README.md", "docs/fsdp.md"], demo_table, False),
@@ -189,6 +195,9 @@ FIGURES = {
     "bench-explained": (["docs/bench/README.md"], bench_explained, False),
     "simulate-7b": (["docs/simulate.md"], simulate_7b, False),
     "simulate-table": (["docs/simulate.md"], simulate_table, False),
+    "choosing-bandwidth": (["docs/choosing.md"], choosing("bandwidth"), False),
+    "choosing-memory": (["docs/choosing.md"], choosing("memory"), False),
+    "choosing-7b": (["docs/choosing.md"], choosing("recommend"), False),
 }
 
 
