@@ -99,6 +99,35 @@ bool same_but_act_ckpt(const RecommendCandidate& a, const RecommendCandidate& b)
          a.accum == b.accum && a.param_dtype == b.param_dtype && a.reduce_dtype == b.reduce_dtype;
 }
 
+// The table of the fastest and, per row, why.
+void print_best(const RecommendOptions& o, const RecommendResult& res, std::ostream& out) {
+  out << "\nthe fastest " << res.best.size() << " that fit, by predicted tokens/s:\n";
+  out << "  #  tokens/s  step ms   MFU  peak/rank   strategy          prefetch  act-ckpt  K  B  "
+         "params/grads\n";
+  const int64_t per_rank = o.global_batch / o.ranks;
+  for (size_t i = 0; i < res.best.size(); ++i) {
+    const RecommendRow& r = res.best[i];
+    char line[256];
+    std::snprintf(
+        line, sizeof line, "  %d %9.0f %8.1f %4.1f%% %10s   %-17s %8d  %-8s %2d %2lld  %s/%s\n",
+        static_cast<int>(i + 1), r.tokens_per_s, r.step_s * 1e3, 100.0 * r.mfu,
+        format_bytes(r.peak_bytes).c_str(), describe(r.c).c_str(), r.c.prefetch,
+        r.c.act_ckpt ? "on" : "off", r.c.accum, static_cast<long long>(per_rank / r.c.accum),
+        dtype_name(r.c.param_dtype), dtype_name(r.c.reduce_dtype));
+    out << line;
+  }
+  out << "\nwhy:\n";
+  for (size_t i = 0; i < res.best.size(); ++i) {
+    const RecommendRow& r = res.best[i];
+    out << "  #" << (i + 1) << " peak " << format_bytes(r.peak_bytes) << " of "
+        << format_bytes(res.cap) << " ("
+        << fmt("%.0f", 100.0 * static_cast<double>(r.peak_bytes) / static_cast<double>(res.cap))
+        << "%); step " << ms(r.step_s) << ": compute " << ms(r.compute_s) << ", exposed comm "
+        << ms(r.exposed_comm_s) << " (collectives busy " << ms(r.comm_s) << ")\n"
+        << "     " << r.command << "\n";
+  }
+}
+
 }  // namespace
 
 std::vector<RecommendCandidate> recommend_candidates(const RecommendOptions& o,
@@ -281,33 +310,7 @@ RecommendResult recommend(const RecommendOptions& o, std::ostream& out, std::ost
   if (res.refused > 0) out << ", " << res.refused << " refused by the engine";
   out << "\n";
   if (!refused.empty()) out << "  (refused, e.g. " << refused << ")\n";
-  if (res.best.empty()) return res;
-
-  out << "\nthe fastest " << res.best.size() << " that fit, by predicted tokens/s:\n";
-  out << "  #  tokens/s  step ms   MFU  peak/rank   strategy          prefetch  act-ckpt  K  B  "
-         "params/grads\n";
-  const int64_t per_rank = o.global_batch / o.ranks;
-  for (size_t i = 0; i < res.best.size(); ++i) {
-    const RecommendRow& r = res.best[i];
-    char line[256];
-    std::snprintf(
-        line, sizeof line, "  %d %9.0f %8.1f %4.1f%% %10s   %-17s %8d  %-8s %2d %2lld  %s/%s\n",
-        static_cast<int>(i + 1), r.tokens_per_s, r.step_s * 1e3, 100.0 * r.mfu,
-        format_bytes(r.peak_bytes).c_str(), describe(r.c).c_str(), r.c.prefetch,
-        r.c.act_ckpt ? "on" : "off", r.c.accum, static_cast<long long>(per_rank / r.c.accum),
-        dtype_name(r.c.param_dtype), dtype_name(r.c.reduce_dtype));
-    out << line;
-  }
-  out << "\nwhy:\n";
-  for (size_t i = 0; i < res.best.size(); ++i) {
-    const RecommendRow& r = res.best[i];
-    out << "  #" << (i + 1) << " peak " << format_bytes(r.peak_bytes) << " of "
-        << format_bytes(res.cap) << " ("
-        << fmt("%.0f", 100.0 * static_cast<double>(r.peak_bytes) / static_cast<double>(res.cap))
-        << "%); step " << ms(r.step_s) << ": compute " << ms(r.compute_s) << ", exposed comm "
-        << ms(r.exposed_comm_s) << " (collectives busy " << ms(r.comm_s) << ")\n"
-        << "     " << r.command << "\n";
-  }
+  if (!res.best.empty()) print_best(o, res, out);
   out << "\nthe fastest that fits, per strategy:\n";
   for (Strategy s : {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op,
                      Strategy::full_shard, Strategy::hybrid_shard}) {
@@ -324,7 +327,7 @@ RecommendResult recommend(const RecommendOptions& o, std::ostream& out, std::ost
     else
       std::snprintf(line, sizeof line, "  %-14s %9.0f tokens/s, peak %s (%s)\n", strategy_name(s),
                     it->tokens_per_s, format_bytes(it->peak_bytes).c_str(),
-                    describe(it->c).c_str());
+                    settings(it->c).c_str());
     out << line;
   }
   return res;
