@@ -157,6 +157,10 @@ def memory(cwd):
 
 def recommend(cwd):
     out = run(RECOMMEND, cwd)
+    # The progress lines go to stderr, which run() merges: not part of the report.
+    out = "\n".join(l for l in out.split("\n")
+                    if not re.match(r"recommend: \d+ of \d+ configurations", l))
+    out = out.replace(" (the GPU's memory)\n\n", " (the GPU's memory)\n")
     cmd = RECOMMEND.replace("build/bin/", "").replace("--ranks 64 ", "--ranks 64 \\\n    ")
     return fenced(cmd.split("\n") + out.rstrip("\n").split("\n"))
 
