@@ -232,6 +232,12 @@ def simulate_table(cwd):
     return "\n".join(rows)
 
 
+def choosing(name):
+    """docs/choosing.md: tokens/s against inter-node bandwidth, memory against N, and the worked
+    7B example of `shardlab plan --recommend` (docs/choosing.py)."""
+    return lambda cwd: getattr(load_module("choosing"), name)(cwd)
+
+
 # name: (pages, make(cwd) -> block, slow)
 FIGURES = {
     "demo": (["README.md", "docs/fsdp.md"], demo_table, False),
@@ -253,6 +259,9 @@ FIGURES = {
     "plan-article": (["docs/memory.md"], plan_output(PLAN_ARTICLE), False),
     "plan-7b-a100": (["docs/memory.md"], plan_7b_a100, False),
     "plan-speed": (["docs/memory.md"], plan_speed, False),
+    "choosing-bandwidth": (["docs/choosing.md"], choosing("bandwidth"), False),
+    "choosing-memory": (["docs/choosing.md"], choosing("memory"), False),
+    "choosing-7b": (["docs/choosing.md"], choosing("recommend"), False),
 }
 
 

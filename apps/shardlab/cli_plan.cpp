@@ -10,6 +10,7 @@
 
 #include "apps/shardlab/cli.hpp"
 #include "apps/shardlab/plan_command.hpp"
+#include "apps/shardlab/recommend.hpp"
 #include "core/base/error.hpp"
 #include "core/memory/tracker.hpp"
 
@@ -31,6 +32,26 @@ const EngineOptionHelp kPlanEngineHelp = {
     "none | optim | params: what lives in host memory (a host peak column)",
     "per-rank host memory capacity (--offload; 0 = none)"};
 
+// `plan --recommend`: plan's --model, --ranks, --seq and --mem-limit, and the Recommend group.
+// The options it searches, or does not search (--wrap, --offload), would be ignored: refused.
+int run_recommend(const CLI::App& cmd, RecommendOptions r, const PlanCommandOptions& p,
+                  const std::string& mem_limit, const std::vector<std::string>& dtypes) {
+  for (const char* name :
+       {"--params", "--strategy", "--batch", "--hybrid-group", "--prefetch", "--accum",
+        "--act-ckpt", "--param-dtype", "--reduce-dtype", "--wrap", "--offload", "--host-mem-limit",
+        "--math", "--n-layer", "--n-head", "--n-embd", "--vocab-size", "--max-seq-len"})
+    if (cmd.count(name) > 0)
+      SL_THROW(InvalidArgument, "--recommend chooses ", name + 2,
+               " itself (or does not search it): drop ", name);
+  r.model = p.model;
+  r.ranks = p.ranks;
+  r.seq = p.seq;
+  r.mem_cap = parse_bytes(mem_limit, "--mem-limit");
+  r.dtypes.clear();
+  for (const std::string& d : dtypes) r.dtypes.push_back(parse_dtype(d));
+  return recommend_command(r, std::cout, &std::cerr);
+}
+
 }  // namespace
 
 CliCommand add_plan_command(CLI::App& app) {
@@ -40,6 +61,9 @@ CliCommand add_plan_command(CLI::App& app) {
     std::string params = "0";
     EngineOptionStrings engine;  // --param-dtype, --reduce-dtype, --mem-limit
     std::vector<std::string> strategies;
+    bool recommend = false;  // --recommend: the strategy advisor (apps/shardlab/recommend.hpp)
+    RecommendOptions rec;
+    std::vector<std::string> dtypes = {"f32", "bf16"};
   };
   auto o = std::make_shared<Options>();
   PlanCommandOptions& p = o->plan;
@@ -70,6 +94,19 @@ CliCommand add_plan_command(CLI::App& app) {
   cmd->add_option("--math", p.math,
                   "fp32 | tf32 | bf16: the GEMM peak charged with --cluster (default: bf16 with "
                   "16-bit parameters, else fp32)");
+  cmd->option_defaults()->group("Recommend");
+  cmd->add_flag(
+      "--recommend", o->recommend,
+      "simulate every strategy x hybrid group x prefetch x act-ckpt x micro-batches x "
+      "dtypes for --model on --ranks of --cluster (above) at --global-batch; print the fastest "
+      "that fit --mem-limit (default: the GPU's memory)");
+  cmd->add_option("--global-batch", o->rec.global_batch,
+                  "sequences per step, all ranks: N x B x K (B sequences per micro-batch)");
+  cmd->add_option("--top", o->rec.top, "configurations printed");
+  cmd->add_option("--dtypes", o->dtypes, "parameter and gradient dtypes searched (f32, bf16)")
+      ->delimiter(',');
+  cmd->add_flag("--exhaustive", o->rec.exhaustive,
+                "also simulate act-ckpt where the same configuration without it fits");
   cmd->footer(
       "\nWith a model (always a shape: a preset and overrides), each strategy's plan is one\n"
       "training step of the real engine on the meta device, rank 0 of N: every allocation\n"
@@ -80,9 +117,22 @@ CliCommand add_plan_command(CLI::App& app) {
       "  shardlab plan --model 7b --ranks 4 --batch 1 --seq 2048 --param-dtype bf16 \\\n"
       "      --reduce-dtype bf16 --act-ckpt --mem-limit 40GiB --cluster a100-40gb\n"
       "  shardlab plan --params 7.5e9 --ranks 64 --param-dtype f16 --reduce-dtype f16 --decimal\n"
-      "      (model states only: the ZeRO paper's Figure 1, 120 / 31.4 / 16.6 / 1.9 GB)\n");
+      "      (model states only: the ZeRO paper's Figure 1, 120 / 31.4 / 16.6 / 1.9 GB)\n"
+      "  shardlab plan --recommend --cluster h100-sxm --model 7b --ranks 64 --global-batch 256 \\\n"
+      "      --seq 2048   (docs/choosing.md)\n");
   return {cmd, [o, cmd] {
             PlanCommandOptions& p = o->plan;
+            if (o->recommend) {
+              o->rec.cluster = p.cluster;
+              try {
+                return run_recommend(*cmd, o->rec, p, o->engine.mem_limit, o->dtypes);
+              } catch (const InvalidArgument& e) {  // a bad command line: usage, exit 2
+                std::cerr << "shardlab: error: " << e.what() << "\n";
+                return 2;
+              }
+            }
+            if (cmd->count("--global-batch") > 0)
+              SL_THROW(InvalidArgument, "--global-batch belongs to --recommend");
             char* end = nullptr;
             const double psi = std::strtod(o->params.c_str(), &end);
             if (end == o->params.c_str() || *end != 0 || !(psi >= 0))

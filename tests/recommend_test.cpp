@@ -1,0 +1,183 @@
+// `shardlab plan --recommend` (apps/shardlab/recommend.hpp): the search space it covers, a search
+// whose answer is known from simulations run here one by one, the act-ckpt pruning against the
+// exhaustive search, and its errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include "apps/shardlab/recommend.hpp"
+#include "apps/shardlab/simulate_command.hpp"
+#include "core/base/error.hpp"
+
+using namespace shardlab;
+
+namespace {
+
+// tiny on 16 ranks (two 8-GPU nodes of h100-sxm), 2 sequences per rank.
+RecommendOptions tiny16() {
+  RecommendOptions o;
+  o.model = "tiny";
+  o.cluster = "h100-sxm";
+  o.ranks = 16;
+  o.global_batch = 32;
+  o.seq = 64;
+  return o;
+}
+
+// The peak of one configuration, simulated on its own (no cap).
+int64_t peak_of(const RecommendOptions& o, Strategy s, bool act_ckpt, int accum) {
+  TrainConfig cfg;
+  cfg.model = o.model;
+  cfg.cluster = o.cluster;
+  cfg.ranks = o.ranks;
+  cfg.batch = o.global_batch;
+  cfg.seq = o.seq;
+  cfg.steps = 2;
+  cfg.warmup = 0;
+  cfg.accum = accum;
+  cfg.engine.strategy = s;
+  cfg.engine.prefetch = 0;
+  cfg.engine.act_ckpt = act_ckpt;
+  cfg.engine.param_dtype = cfg.engine.reduce_dtype = DType::bf16;
+  cfg.gemm_math = default_gemm_math(cfg.engine);
+  std::ostringstream out;
+  return run_simulation(cfg, out).peak_bytes;
+}
+
+}  // namespace
+
+TEST(Recommend, SearchSpaceIsEveryStrategyGroupPrefetchCheckpointSplitAndDtype) {
+  const RecommendOptions o = tiny16();
+  const std::vector<RecommendCandidate> c = recommend_candidates(o, 8);
+  // Hybrid groups: divisors of the node's 8 GPUs and multiples of it, strictly between 1 and 16.
+  std::vector<int> groups;
+  for (const RecommendCandidate& x : c)
+    if (x.strategy == Strategy::hybrid_shard &&
+        std::find(groups.begin(), groups.end(), x.hybrid_group) == groups.end())
+      groups.push_back(x.hybrid_group);
+  EXPECT_EQ(groups, (std::vector<int>{2, 4, 8}));
+  // Per dtype pair (4) and K in {1, 2}, act-ckpt off/on: three strategies with full parameters
+  // (one prefetch depth each, nothing to prefetch) and full_shard + three hybrids at 0..2.
+  EXPECT_EQ(c.size(), 4u * 2 * 2 * (3 * 1 + 4 * 3));
+  for (size_t i = 0; i < c.size(); i += 2) {  // each act-ckpt-off directly before its twin
+    EXPECT_FALSE(c[i].act_ckpt);
+    EXPECT_TRUE(c[i + 1].act_ckpt);
+    EXPECT_EQ(c[i].accum, c[i + 1].accum);
+    EXPECT_EQ(c[i].prefetch, c[i + 1].prefetch);
+  }
+  RecommendOptions one = o;
+  one.dtypes = {DType::f32};
+  EXPECT_EQ(recommend_candidates(one, 8).size(), c.size() / 4);
+}
+
+// A cap just below the leanest peak of every strategy that keeps full parameters: only
+// full_shard and hybrid_shard can be recommended, and the best is the fastest of those that
+// run_simulation, called here one configuration at a time, finds under the cap.
+TEST(Recommend, UnderACapThatOnlyShardedParametersFitTheBestIsFullShardOrHybrid) {
+  RecommendOptions o = tiny16();
+  o.dtypes = {DType::bf16};
+  int64_t full_params_min = std::numeric_limits<int64_t>::max();
+  for (Strategy s : {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op})
+    full_params_min = std::min(full_params_min, peak_of(o, s, true, 2));
+  const int64_t sharded = peak_of(o, Strategy::full_shard, true, 2);
+  ASSERT_LT(sharded, full_params_min) << "the test's premise: full_shard needs less";
+  o.mem_cap = full_params_min - 1;
+  o.top = 100;
+  std::ostringstream out;
+  const RecommendResult r = recommend(o, out, nullptr);
+  ASSERT_FALSE(r.best.empty()) << out.str();
+  for (const RecommendRow& row : r.best) {
+    EXPECT_TRUE(row.c.strategy == Strategy::full_shard || row.c.strategy == Strategy::hybrid_shard)
+        << row.command;
+    EXPECT_LE(row.peak_bytes, o.mem_cap) << row.command;
+  }
+  EXPECT_GT(r.dropped, 0);
+  EXPECT_EQ(r.simulated + r.skipped + r.refused, r.candidates);
+  for (size_t i = 1; i < r.best.size(); ++i)
+    EXPECT_GE(r.best[i - 1].tokens_per_s, r.best[i].tokens_per_s);
+  // The first row, simulated again from its own settings, gives the same prediction.
+  const RecommendRow& best = r.best.front();
+  EXPECT_NE(best.command.find("--strategy " + std::string(strategy_name(best.c.strategy))),
+            std::string::npos);
+  EXPECT_GT(best.compute_s, 0);
+  EXPECT_GE(best.exposed_comm_s, 0);
+  // A step is mostly its compute and the communication it waits for (the rest: the loop's own
+  // spans between them).
+  EXPECT_LE(best.compute_s + best.exposed_comm_s, best.step_s * 1.001);
+  EXPECT_GE(best.compute_s + best.exposed_comm_s, best.step_s * 0.8);
+  EXPECT_NE(out.str().find("nothing fits"), std::string::npos) << out.str();  // no_shard's row
+}
+
+// Skipping act-ckpt where its twin fits changes nothing: the exhaustive search finds the same
+// best, and what it adds are act-ckpt twins no faster than their twins.
+TEST(Recommend, PruningActCkptMatchesTheExhaustiveSearch) {
+  RecommendOptions o = tiny16();
+  o.ranks = 8;
+  o.global_batch = 16;
+  o.dtypes = {DType::bf16};
+  std::ostringstream a, b;
+  const RecommendResult pruned = recommend(o, a, nullptr);
+  o.exhaustive = true;
+  const RecommendResult all = recommend(o, b, nullptr);
+  EXPECT_GT(pruned.skipped, 0);
+  EXPECT_EQ(all.skipped, 0);
+  ASSERT_FALSE(pruned.fits.empty());
+  EXPECT_EQ(pruned.fits.front().command, all.fits.front().command);
+  EXPECT_EQ(pruned.fits.front().tokens_per_s, all.fits.front().tokens_per_s);
+  // Every row of the pruned search is in the exhaustive one with the same prediction; every row
+  // only the exhaustive search has is an act-ckpt twin no faster than its twin.
+  for (const RecommendRow& x : all.fits) {
+    const auto in_pruned =
+        std::find_if(pruned.fits.begin(), pruned.fits.end(),
+                     [&](const RecommendRow& y) { return y.command == x.command; });
+    if (in_pruned != pruned.fits.end()) {
+      EXPECT_EQ(in_pruned->tokens_per_s, x.tokens_per_s) << x.command;
+      continue;
+    }
+    EXPECT_TRUE(x.c.act_ckpt) << x.command;
+    const std::string twin =
+        x.command.substr(0, x.command.size() - std::string(" --act-ckpt").size());
+    const auto t = std::find_if(all.fits.begin(), all.fits.end(),
+                                [&](const RecommendRow& y) { return y.command == twin; });
+    ASSERT_NE(t, all.fits.end()) << x.command;
+    EXPECT_LE(x.tokens_per_s, t->tokens_per_s) << x.command;
+  }
+  EXPECT_EQ(pruned.fits.size() + static_cast<size_t>(pruned.skipped), all.fits.size());
+}
+
+TEST(Recommend, BadInputIsAClearErrorAndNothingFittingIsExitTwo) {
+  std::ostringstream out;
+  RecommendOptions o = tiny16();
+  o.cluster = "";
+  EXPECT_THROW(
+      {
+        try {
+          recommend(o, out, nullptr);
+        } catch (const InvalidArgument& e) {
+          EXPECT_NE(std::string(e.what()).find("--recommend needs --cluster"), std::string::npos);
+          throw;
+        }
+      },
+      InvalidArgument);
+  o = tiny16();
+  o.global_batch = 20;
+  try {
+    recommend(o, out, nullptr);
+    ADD_FAILURE() << "a global batch of 20 over 16 ranks was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--global-batch 20 is not divisible by --ranks 16"),
+              std::string::npos)
+        << e.what();
+  }
+  o = tiny16();
+  o.dtypes = {DType::bf16};
+  o.mem_cap = 1 << 20;  // 1 MiB: nothing
+  std::ostringstream none;
+  EXPECT_EQ(recommend_command(o, none, nullptr), 2);
+  EXPECT_NE(none.str().find("nothing fits 1.00 MiB per rank: the leanest configuration"),
+            std::string::npos)
+      << none.str();
+}
