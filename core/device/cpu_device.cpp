@@ -50,6 +50,8 @@ size_t size_class(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+}  // namespace
+
 // Free blocks by size class, and the class of every block handed out. Called from the rank's
 // thread and its communicator's worker (staging), so under a mutex.
 class HostPool {
@@ -97,8 +99,6 @@ class HostPool {
   std::unordered_map<void*, size_t> live_;
   size_t cached_ = 0;
 };
-
-}  // namespace
 
 CpuDevice::CpuDevice(MemoryTracker& tracker, bool pooled) : Device(tracker) {
   if (pooled && pool_enabled()) pool_ = std::make_unique<HostPool>();
