@@ -240,7 +240,7 @@ def stage_predict(a, cache):
 
 def stage_collectives(a, cache, backend):
     sizes = "|".join(str(s) for s in COLL_SIZES)
-    flt = f"^({'|'.join(COLL_OPS)})/{backend}/bytes:({sizes})/ranks:2/"
+    flt = f"^({'|'.join(COLL_OPS)})/{backend}(_in_place)?/bytes:({sizes})/ranks:2/"
     out = os.path.join(a.work, f"collectives-{backend}.json")
     cmd = [os.path.join(a.bin, "bench_collectives"), f"--benchmark_filter={flt}",
            "--benchmark_out_format=json", f"--benchmark_out={out}"]
@@ -258,12 +258,21 @@ def predict_collectives(a, cache, backend):
     out = os.path.join(a.work, f"collectives-{backend}.json")
     if not os.path.exists(out):
         return
-    measured = {}
+    # Each collective in the form the engine calls it, which is also the form calibrate times:
+    # all_gather in place (unshard gathers into the buffer that holds the rank's own shard,
+    # core/fsdp/unshard.cpp), the reductions out of place. A backend without in-place rows (MPI
+    # here) gives its only form.
+    rows = {}
     for b in json.load(open(out))["benchmarks"]:
-        op = b["name"].split("/")[0]
+        op, where = b["name"].split("/")[:2]
         nbytes = int(b["name"].split("bytes:")[1].split("/")[0])
         scale = {"us": 1e-6, "ms": 1e-3, "ns": 1e-9, "s": 1.0}[b["time_unit"]]
-        measured[(op, nbytes)] = b["real_time"] * scale
+        rows[(op, nbytes, where.endswith("_in_place"))] = b["real_time"] * scale
+    measured = {}
+    for (op, nbytes, _) in rows:
+        engine_form = op == "all_gather"
+        t = rows.get((op, nbytes, engine_form), rows.get((op, nbytes, not engine_form)))
+        measured[(op, nbytes)] = t
     p = run([os.path.join(a.bin, "shardlab"), "simulate", "--cluster",
              spec_path(a.work, backend, 2), "--ranks", "2", "--collective-times"])
     for line in p.stdout.splitlines():
