@@ -392,7 +392,7 @@ def collectives_section(rows, out_dir):
         for (o, bk, n) in keys:
             if bk not in ("local", "local_in_place") or o == "broadcast":
                 continue
-            cells = [o, n]
+            cells = [o, "in place" if bk == "local_in_place" else "out of place", n]
             for s in (4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB):
                 s = int(s)
                 m = memcpy_ranks.get((s, n))
@@ -401,7 +401,8 @@ def collectives_section(rows, out_dir):
             ratio_rows.append(cells)
         md.append("Local busbw against memcpy by the same N rank threads, each copying the "
                   "collective's size at the same time (`memcpy/local`, docs/collectives.md):\n")
-        md.append(table(["collective", "N", "4 MiB", "16 MiB", "64 MiB", "256 MiB"], ratio_rows))
+        md.append(table(["collective", "form", "N", "4 MiB", "16 MiB", "64 MiB", "256 MiB"],
+                        ratio_rows))
 
     # The headline: busbw at 64 MiB against memcpy.
     hl = []
