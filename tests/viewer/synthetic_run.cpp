@@ -252,25 +252,17 @@ RunData make_synthetic_run(const SyntheticOptions& opt, const std::string& dir) 
 std::vector<std::pair<int64_t, std::string>> rank_lines(const RunData& run, int rank) {
   const RankTrace& tr = run.ranks[rank];
   std::vector<std::pair<int64_t, std::string>> out;
-  for (const MemEvent& e : tr.mem)
-    out.emplace_back(e.t, nlohmann::json{{"t", e.t},
-                                         {"rank", rank},
-                                         {"kind", "mem"},
-                                         {"category", mem_category_name(e.category)},
-                                         {"bytes", e.bytes},
-                                         {"cat_total", e.cat_total},
-                                         {"total", e.total}}
-                              .dump());
-  for (const MemEvent& e : tr.host_mem)
-    out.emplace_back(e.t, nlohmann::json{{"t", e.t},
-                                         {"rank", rank},
-                                         {"kind", "mem"},
-                                         {"category", mem_category_name(e.category)},
-                                         {"bytes", e.bytes},
-                                         {"cat_total", e.cat_total},
-                                         {"total", e.total},
-                                         {"tier", "host"}}
-                              .dump());
+  // One line per memory event; the host tier's carry "tier": "host", as the recorder writes them.
+  const auto mem_line = [rank](const MemEvent& e, bool host) {
+    nlohmann::json j{{"t", e.t},         {"rank", rank},
+                     {"kind", "mem"},    {"category", mem_category_name(e.category)},
+                     {"bytes", e.bytes}, {"cat_total", e.cat_total},
+                     {"total", e.total}};
+    if (host) j["tier"] = "host";
+    return j.dump();
+  };
+  for (const MemEvent& e : tr.mem) out.emplace_back(e.t, mem_line(e, false));
+  for (const MemEvent& e : tr.host_mem) out.emplace_back(e.t, mem_line(e, true));
   for (const SpanEvent& e : tr.spans) {
     nlohmann::json j{{"t", e.t_end},         {"rank", rank},
                      {"kind", "span"},       {"lane", lane_name(e.lane)},
