@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "core/kernels/cpu_simd.hpp"
 #include "core/kernels/kernel_table.hpp"
 
 namespace shardlab {
@@ -74,20 +75,48 @@ void attention_backward(Device& dev, float* dqkv, const float* dout, const float
 }
 
 // ---- CPU --------------------------------------------------------------------------------------
+// attention.hpp's row math with the max, sum and dot in kCpuLanes lanes (cpu_simd.hpp), at the
+// CPU's vector width: the same bits at every width, run to run. (A GPU thread runs the
+// sequential row functions.)
 
 namespace cpu {
 namespace {
 
 // Row r of the (BH, T, T) tensor is query position r % T.
-void softmax_forward(Device&, float* att, int BH, int T) {
-  for (int64_t r = 0; r < static_cast<int64_t>(BH) * T; ++r)
-    attention_softmax_row(att + r * T, static_cast<int>(r % T), T);
+SL_CPU_INLINE void softmax_forward_rows_body(float* att, int BH, int T) {
+  for (int64_t r = 0; r < static_cast<int64_t>(BH) * T; ++r) {
+    float* row = att + r * T;
+    const int n = static_cast<int>(r % T) + 1;  // entries [0, t]
+    const float mx = lanes_max(row, n);
+    for (int j = 0; j < n; ++j) row[j] = exp_nonpos_approx(row[j] - mx);
+    const float inv = 1.0f / lanes_sum(n, [row](int j) { return row[j]; });
+    for (int j = 0; j < n; ++j) row[j] *= inv;
+    for (int j = n; j < T; ++j) row[j] = 0.0f;
+  }
 }
+SL_CPU_SIMD_KERNEL(softmax_forward_rows, (float* att, int BH, int T), (att, BH, T))
+
+// dpre may alias datt: the dot is taken first.
+SL_CPU_INLINE void softmax_backward_rows_body(float* dpre, const float* att, const float* datt,
+                                              int BH, int T) {
+  for (int64_t r = 0; r < static_cast<int64_t>(BH) * T; ++r) {
+    const float* p = att + r * T;
+    const float* dp = datt + r * T;
+    float* ds = dpre + r * T;
+    const int n = static_cast<int>(r % T) + 1;
+    const float dot = lanes_sum(n, [p, dp](int j) { return p[j] * dp[j]; });
+    for (int j = 0; j < n; ++j) ds[j] = p[j] * (dp[j] - dot);
+    for (int j = n; j < T; ++j) ds[j] = 0.0f;
+  }
+}
+SL_CPU_SIMD_KERNEL(softmax_backward_rows,
+                   (float* dpre, const float* att, const float* datt, int BH, int T),
+                   (dpre, att, datt, BH, T))
+
+void softmax_forward(Device&, float* att, int BH, int T) { softmax_forward_rows(att, BH, T); }
 
 void softmax_backward(Device&, float* dpre, const float* att, const float* datt, int BH, int T) {
-  for (int64_t r = 0; r < static_cast<int64_t>(BH) * T; ++r)
-    attention_softmax_backward_row(dpre + r * T, att + r * T, datt + r * T, static_cast<int>(r % T),
-                                   T);
+  softmax_backward_rows(dpre, att, datt, BH, T);
 }
 
 }  // namespace
