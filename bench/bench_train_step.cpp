@@ -32,7 +32,9 @@
 //                  6 Psi + 12 L C T (docs/gpu.md), times B T per rank, over the median step time
 //   sgemm_gflops   what one rank thread's sgemm reaches (2048^3, OpenBLAS, one thread) while the
 //                  row's N rank threads all run it at once: the same threads' GEMM ceiling,
-//                  measured once per N in this process
+//                  measured next to the row, just before its trainer starts and just after its
+//                  timed steps; the mean of the two (a host whose speed drifts biases neither)
+//   sgemm_before, sgemm_after  the two measurements, GFLOP/s: how far the host drifted
 //   gemm_frac      model_gflops / sgemm_gflops: the step's fraction of the GEMM ceiling
 // hybrid_shard uses groups of G = 2 ranks (G = 1 at one rank): the "group" argument.
 //
@@ -52,7 +54,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -124,11 +125,8 @@ int64_t minor_faults() {
 // FLOP/s one thread's sgemm (2048^3, the device's GEMM: OpenBLAS, one thread) reaches while
 // `ranks` rank threads of a local world run it at the same time: the mean over the threads of
 // 2 M N K / (the median of 3 timed calls, after one warm-up). Under mpirun every process runs its
-// own (one thread) at the same point. Measured once per rank count.
+// own (one thread) at the same point. Each row measures it twice, around its steps.
 double sgemm_rate(int ranks) {
-  static std::map<int, double> cache;
-  auto it = cache.find(ranks);
-  if (it != cache.end()) return it->second;
   constexpr int kN = 2048;
   LaunchOptions opts;
   opts.ranks = g_mpi_size > 0 ? 1 : ranks;
@@ -148,7 +146,7 @@ double sgemm_rate(int ranks) {
   });
   double sum = 0;
   for (double r : rate) sum += r;
-  return cache[ranks] = sum / static_cast<double>(rate.size());
+  return sum / static_cast<double>(rate.size());
 }
 
 void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* preset, bool mpi) {
@@ -177,7 +175,9 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
   double seconds = 0;
   std::vector<double> times;
   int64_t faults = 0;
+  double ceiling_before = 0, ceiling_after = 0;
   try {
+    ceiling_before = sgemm_rate(mpi ? 1 : ranks);
     LockstepTrainer trainer(run);
     faults = minor_faults();
     for (auto _ : state) {
@@ -188,6 +188,7 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
     }
     faults = minor_faults() - faults;
     rep = trainer.finish();
+    ceiling_after = sgemm_rate(mpi ? 1 : ranks);
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;
@@ -225,9 +226,11 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
   const double step_median = median(times);
   const double model_rate =
       step_median > 0 ? flops_per_token * run.batch * run.seq_len / step_median : 0.0;
-  const double ceiling = sgemm_rate(mpi ? 1 : ranks);
+  const double ceiling = 0.5 * (ceiling_before + ceiling_after);
   state.counters["model_gflops"] = model_rate / 1e9;
   state.counters["sgemm_gflops"] = ceiling / 1e9;
+  state.counters["sgemm_before"] = ceiling_before / 1e9;
+  state.counters["sgemm_after"] = ceiling_after / 1e9;
   state.counters["gemm_frac"] = ceiling > 0 ? model_rate / ceiling : 0.0;
 }
 
