@@ -109,8 +109,12 @@ void Engine::Impl::optimizer_step() {
                                              cfg.param_dtype, true, {u.id, "params"}));
     for (Work& w : works) w.wait();
   }
+  // Only `direct` accumulation needs a zeroed gradient: backward adds into it. Under the others
+  // the step's first write to a fresh gradient overwrites it whole (fold: the cast of the fp32
+  // gradient; reduce_each, no_sync: the reduce-scatter's output, or its copy down to the host).
+  const bool backward_adds = accum == GradAccum::direct;
   for (FsdpUnit& u : units) {
-    state_dev().fill_zero(u.grads.data(), u.grads.bytes());
+    if (backward_adds) state_dev().fill_zero(u.grads.data(), u.grads.bytes());
     u.grads_fresh = true;
   }
   grad_coef = 1.0f;
