@@ -13,9 +13,13 @@
 // Rates are per CPU time of the benchmark thread: with one BLAS thread all the work runs on it, so
 // other processes sharing the machine do not inflate the figures (wall time is reported too).
 //
+// BM_StepGemms runs only the GEMMs of a step, at the model's own shapes: the ceiling at those
+// shapes, which small GEMMs keep below the 2048^3 rate (docs/bench/perf-notes.md).
+//
 //   build/bin/bench_model --benchmark_min_time=1
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -86,8 +90,109 @@ void BM_Sgemm(benchmark::State& state) {
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The GEMMs alone of one training step of a preset: every Device::gemm and gemm_batched call
+// that the model's forward and backward make (block.cpp's linears, attention.cpp's per-head
+// products, head.cpp's tied head), with their shapes, transposes, strides and betas, run back to
+// back on one thread. Its counters bound what a whole step can reach when everything outside
+// GEMM costs nothing:
+//   gemm_gflops    FLOP/s of the GEMMs as computed (2 M N K each; attention's full T x T)
+//   model_gflops   the step's model FLOPs (bench_train_step's 6 Psi + 12 L C T per token, times
+//                  B T) over the time of these GEMMs: the best model_gflops a step of this shape
+//                  can show on this machine, to compare with BM_Sgemm's 2048^3 rate
+struct GemmCall {
+  bool ta, tb;
+  int m, n, k;
+  int lda, ldb, ldc;
+  int64_t sa, sb, sc;  // batch strides; batch 0 is a plain gemm
+  int batch;
+  float beta;
+  int repeat;  // calls of this form in one step
+};
+
+std::vector<GemmCall> step_gemms(const GPTConfig& c, int B, int T) {
+  const int N = B * T, C = c.n_embd, V = c.vocab_size, NH = c.n_head, hs = C / NH;
+  const int L = c.n_layer;
+  const int64_t tt = static_cast<int64_t>(T) * T;
+  std::vector<GemmCall> g;
+  // linear.cpp, per (in, out) of the block: forward, dinp, dweight (+=).
+  for (auto [ic, oc] : {std::pair{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}}) {
+    g.push_back({false, false, N, oc, ic, ic, oc, oc, 0, 0, 0, 0, 0.0f, L});
+    g.push_back({false, true, N, ic, oc, oc, oc, ic, 0, 0, 0, 0, 0.0f, L});
+    g.push_back({true, false, ic, oc, N, ic, oc, oc, 0, 0, 0, 0, 1.0f, L});
+  }
+  // attention.cpp, per layer and sequence, NH heads per call.
+  const int rB = L * B;
+  g.push_back({false, true, T, T, hs, 3 * C, 3 * C, T, hs, hs, tt, NH, 0.0f, rB});   // S = QK^T
+  g.push_back({false, false, T, hs, T, T, 3 * C, C, tt, hs, hs, NH, 0.0f, rB});      // P V
+  g.push_back({false, true, T, T, hs, C, 3 * C, T, hs, hs, tt, NH, 0.0f, rB});       // dP
+  g.push_back({true, false, T, hs, T, T, C, 3 * C, tt, hs, hs, NH, 0.0f, rB});       // dV
+  g.push_back({false, false, T, hs, T, T, 3 * C, 3 * C, tt, hs, hs, NH, 0.0f, rB});  // dQ
+  g.push_back({true, false, T, hs, T, T, 3 * C, 3 * C, tt, hs, hs, NH, 0.0f, rB});   // dK
+  // head.cpp: logits, dwte (+=), dlnf.
+  g.push_back({false, true, N, V, C, C, C, V, 0, 0, 0, 0, 0.0f, 1});
+  g.push_back({true, false, V, C, N, V, C, C, 0, 0, 0, 0, 1.0f, 1});
+  g.push_back({false, false, N, C, V, V, C, C, 0, 0, 0, 0, 0.0f, 1});
+  return g;
+}
+
+void BM_StepGemms(benchmark::State& state, const char* preset) {
+  set_blas_threads(1);
+  const int B = static_cast<int>(state.range(0)), T = static_cast<int>(state.range(1));
+  MemoryTracker tracker(0);
+  auto dev = make_cpu_device(tracker);
+  const GPTConfig cfg = GPTConfig::preset(preset);
+  const std::vector<GemmCall> calls = step_gemms(cfg, B, T);
+  // One buffer per operand, as large as the largest call reads or writes (every view of a call
+  // stays inside: rows * ld elements, per batch entry stride apart).
+  int64_t need = 0;
+  double flops = 0;
+  for (const GemmCall& g : calls) {
+    const int64_t rows_a = g.ta ? g.k : g.m, rows_b = g.tb ? g.n : g.k;
+    const int64_t nb = g.batch > 0 ? g.batch : 1;
+    need = std::max({need, rows_a * g.lda + (nb - 1) * g.sa, rows_b * g.ldb + (nb - 1) * g.sb,
+                     static_cast<int64_t>(g.m) * g.ldc + (nb - 1) * g.sc});
+    flops += 2.0 * g.m * g.n * static_cast<double>(g.k) * nb * g.repeat;
+  }
+  Buffer a = dev->alloc(need * 4, MemCategory::workspace),
+         b = dev->alloc(need * 4, MemCategory::workspace);
+  Buffer c = dev->alloc_zeros(need * 4, MemCategory::workspace);
+  for (int64_t i = 0; i < need; ++i) {
+    a.f32()[i] = static_cast<float>(i % 7) * 0.01f;
+    b.f32()[i] = static_cast<float>(i % 5) * 0.01f;
+  }
+  for (auto _ : state) {
+    for (const GemmCall& g : calls) {
+      for (int r = 0; r < g.repeat; ++r) {
+        if (g.batch > 0) {
+          dev->gemm_batched(g.ta, g.tb, g.m, g.n, g.k, 1.0f, a.f32(), g.lda, g.sa, b.f32(), g.ldb,
+                            g.sb, g.beta, c.f32(), g.ldc, g.sc, g.batch);
+        } else {
+          dev->gemm(g.ta, g.tb, g.m, g.n, g.k, 1.0f, a.f32(), g.lda, b.f32(), g.ldb, g.beta,
+                    c.f32(), g.ldc);
+        }
+      }
+    }
+    benchmark::DoNotOptimize(c.f32()[0]);
+  }
+  const double model_flops =
+      (6.0 * static_cast<double>(cfg.num_params()) + 12.0 * cfg.n_layer * cfg.n_embd * double(T)) *
+      B * T;
+  state.counters["gemm_gflops"] =
+      benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["model_gflops"] =
+      benchmark::Counter(model_flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 }  // namespace
 
+BENCHMARK_CAPTURE(BM_StepGemms, small, "small")
+    ->ArgNames({"B", "T"})
+    ->Args({4, 128})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepGemms, medium, "medium")
+    ->ArgNames({"B", "T"})
+    ->Args({4, 128})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_TrainStep, medium, "medium")
     ->ArgNames({"B", "T"})
     ->Args({4, 256})
