@@ -30,8 +30,9 @@
 //                  ranks together, under MPI rank 0's process)
 //   model_gflops   model FLOP/s per rank at the median step, in GFLOP/s: flops per token =
 //                  6 Psi + 12 L C T (docs/gpu.md), times B T per rank, over the median step time
-//   sgemm_gflops   what one rank thread's sgemm reaches (2048^3, OpenBLAS, one thread) while the
-//                  row's N rank threads all run it at once: the same threads' GEMM ceiling,
+//   sgemm_gflops   what one rank thread's sgemm reaches (n^3, n = --ceiling_size, 2048 by
+//                  default; OpenBLAS, one thread) while the row's N rank threads all run it at
+//                  once: the same threads' GEMM ceiling,
 //                  measured next to the row, just before its trainer starts and just after its
 //                  timed steps; the mean of the two (a host whose speed drifts biases neither)
 //   sgemm_before, sgemm_after  the two measurements, GFLOP/s: how far the host drifted
@@ -82,6 +83,7 @@ int g_batch = 0;      // --batch: per-rank micro-batch for every preset (0: the 
 int g_seq = 0;        // --seq: T for every preset (0: the preset's own)
 int g_warmup = 1;     // --warmup: untimed steps before the timed ones
 int g_steps = 0;      // --steps: timed steps per row on the local backend (0: Google Benchmark's)
+int g_ceiling_n = 2048;  // --ceiling_size: n of the n^3 sgemm that measures the ceiling
 
 // Per-rank micro-batch of each preset: enough tokens that the GEMMs dominate, few enough that
 // eight ranks on two cores still take a step in well under a second.
@@ -122,12 +124,13 @@ int64_t minor_faults() {
   return static_cast<int64_t>(ru.ru_minflt);
 }
 
-// FLOP/s one thread's sgemm (2048^3, the device's GEMM: OpenBLAS, one thread) reaches while
-// `ranks` rank threads of a local world run it at the same time: the mean over the threads of
-// 2 M N K / (the median of 3 timed calls, after one warm-up). Under mpirun every process runs its
-// own (one thread) at the same point. Each row measures it twice, around its steps.
+// FLOP/s one thread's sgemm (n^3, n = --ceiling_size, 2048 by default; the device's GEMM:
+// OpenBLAS, one thread) reaches while `ranks` rank threads of a local world run it at the same
+// time: the mean over the threads of 2 n^3 / (the mean of 2 timed calls, after one warm-up).
+// Under mpirun every process runs its own (one thread) at the same point. Each row measures it
+// twice, around its steps: about 1 s per row at N = 2 on the 2-core machine.
 double sgemm_rate(int ranks) {
-  constexpr int kN = 2048;
+  const int kN = g_ceiling_n;
   LaunchOptions opts;
   opts.ranks = g_mpi_size > 0 ? 1 : ranks;
   std::vector<double> rate(opts.ranks, 0.0);
@@ -135,7 +138,7 @@ double sgemm_rate(int ranks) {
     std::vector<float> a(size_t{kN} * kN, 0.5f), b(size_t{kN} * kN, 0.25f), c(size_t{kN} * kN);
     std::vector<double> t;
     ctx.comm->barrier();
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 3; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       ctx.device->gemm(false, false, kN, kN, kN, 1.0f, a.data(), kN, b.data(), kN, 0.0f, c.data(),
                        kN);
@@ -263,6 +266,8 @@ Options parse_own_flags(int* argc, char** argv) {
       g_warmup = int_flag("--warmup", a.substr(9), 0);
     } else if (a.rfind("--steps=", 0) == 0) {
       g_steps = int_flag("--steps", a.substr(8), 1);
+    } else if (a.rfind("--ceiling_size=", 0) == 0) {
+      g_ceiling_n = int_flag("--ceiling_size", a.substr(15), 64);
     } else {
       argv[out++] = argv[i];
     }
@@ -350,7 +355,10 @@ int main(int argc, char** argv) {
        {"--batch=0", "per-rank micro-batch B for every preset (0: tiny 4, small 2, medium 1)"},
        {"--seq=0", "sequence length T for every preset (0: 64)"},
        {"--warmup=1", "untimed steps before the timed ones, per row"},
-       {"--steps=0", "timed steps per local row (0: as many as --benchmark_min_time asks)"}});
+       {"--steps=0", "timed steps per local row (0: as many as --benchmark_min_time asks)"},
+       {"--ceiling_size=2048",
+        "n of the n^3 sgemm measuring sgemm_gflops before and after each row (the quick suite: "
+        "256)"}});
   if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 2;
   if (g_mpi_rank == 0) {
     benchmark::RunSpecifiedBenchmarks();

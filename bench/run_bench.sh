@@ -29,7 +29,7 @@ case "$mode" in
       --benchmark_enable_random_interleaving=true)
     ;;
   quick)
-    train_args=(--presets=tiny --ranks=1,2,4 --benchmark_min_time=0.01)
+    train_args=(--presets=tiny --ranks=1,2,4 --benchmark_min_time=0.01 --ceiling_size=256)
     coll_args=('--benchmark_filter=/local/bytes:(1048576|67108864)/|memcpy')
     cap_args=(--ranks=1,2,4 --limit_mib=16 --width=128)
     wrap_args=(--presets=tiny --wraps=block,whole,layer --ranks=2 --benchmark_min_time=0.01)
