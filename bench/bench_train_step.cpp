@@ -135,7 +135,8 @@ double sgemm_rate(int ranks) {
   opts.ranks = g_mpi_size > 0 ? 1 : ranks;
   std::vector<double> rate(opts.ranks, 0.0);
   launch(opts, [&](RankContext& ctx) {
-    std::vector<float> a(size_t{kN} * kN, 0.5f), b(size_t{kN} * kN, 0.25f), c(size_t{kN} * kN);
+    std::vector<float> a(static_cast<size_t>(kN) * kN, 0.5f),
+        b(static_cast<size_t>(kN) * kN, 0.25f), c(static_cast<size_t>(kN) * kN);
     std::vector<double> t;
     ctx.comm->barrier();
     for (int i = 0; i < 3; ++i) {
