@@ -343,12 +343,6 @@ void finish(Group& g) {
   }
 }
 
-// Element range [lo, hi) of `count` that rank r would reduce in all_reduce if the work were split
-// evenly: the size of its staging.
-std::pair<int64_t, int64_t> chunk(int64_t count, int r, int n) {
-  return {count * r / n, count * (r + 1) / n};
-}
-
 // Bytes of one piece of data movement: a source piece (256 KiB) stays in L2 while it is written to
 // every destination, and a 4 MiB collective still has enough pieces to share between ranks.
 constexpr int64_t kPieceBytes = 256 * 1024;
@@ -542,19 +536,6 @@ class LocalComm final : public Communicator {
     const Desc& d = t.d;
     const int n = size_;
     const int64_t es = static_cast<int64_t>(dtype_size(d.dtype));
-    // Staging is taken before the rendezvous: running out of memory fails this rank alone. The
-    // reduction no longer uses it (it sums in registers); it is still taken because the memory
-    // planner counts it (core/comm/reduce.hpp).
-    int64_t reduce_len = 0;
-    if (d.op == CommOp::reduce_scatter) reduce_len = d.count;
-    if (d.op == CommOp::all_reduce) {
-      auto [lo, hi] = chunk(d.count, rank_, n);
-      reduce_len = hi - lo;
-    }
-    Buffer staging;
-    if (reduce_len > 0)
-      staging = device_.alloc(reduce_staging_bytes(reduce_len, d.dtype), MemCategory::comm_buffers);
-
     MeetResult met = meet(*group_, rank_, d);
     t.split = std::move(met.split);
     t.times.wait_ns = met.wait_ns;

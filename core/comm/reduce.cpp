@@ -114,11 +114,6 @@ void reduce_half(const void* const* src, int n, void* const* dst, int ndst, int6
 
 }  // namespace
 
-int64_t reduce_staging_bytes(int64_t len, DType t) {
-  const int64_t block = std::min(len, kReduceBlock);
-  return block * 4 + (t == DType::f32 ? 0 : block * 2);
-}
-
 void reduce_rank_order(const void* const* src, int n, void* const* dst, int ndst, int64_t len,
                        DType t, ReduceOp op, bool stream) {
   if (len <= 0) return;
