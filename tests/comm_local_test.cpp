@@ -153,6 +153,41 @@ TEST(CommLocal, LargeCallsInPiecesAndStreamedStoresKeepTheRankOrderBits) {
   });
 }
 
+// The f32 loop in every instruction set the CPU offers (SSE2 and AVX on x86-64): the rank-order
+// bits of the scalar contract, with and without streamed stores, from unaligned sources into an
+// unaligned destination, in place, with a tail shorter than a vector, for sum and avg.
+TEST(CommLocal, EveryReductionIsaGivesTheRankOrderBits) {
+  const int n = 3;
+  const int64_t len = 10000 + 13;
+  std::vector<std::vector<float>> in;
+  for (int r = 0; r < n; ++r) in.push_back(random_input(r, len + 8));
+  int checked = 0;
+  for (ReduceIsa isa : {ReduceIsa::baseline, ReduceIsa::avx, ReduceIsa::best}) {
+    if (!reduce_isa_available(isa)) continue;
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg})
+      for (bool stream : {false, true})
+        for (int64_t off : {0, 1, 3}) {  // floats past the vectors' alignment
+          std::vector<const void*> src;
+          for (int r = 0; r < n; ++r) src.push_back(in[r].data() + off);
+          std::vector<float> out(len + 8, 0.0f), own = in[1];
+          void* dst[2] = {out.data() + off, own.data() + off};  // own: rank 1's, in place
+          src[1] = own.data() + off;
+          reduce_rank_order(src.data(), n, dst, 2, len, DType::f32, op, stream, isa);
+          for (int64_t i = 0; i < len; ++i) {
+            float acc = in[0][off + i];
+            for (int r = 1; r < n; ++r) acc = acc + in[r][off + i];
+            if (op == ReduceOp::avg) acc = acc / static_cast<float>(n);
+            ASSERT_EQ(std::memcmp(&out[off + i], &acc, 4), 0)
+                << "isa " << int(isa) << " " << reduce_op_name(op) << " stream " << stream
+                << " offset " << off << " element " << i;
+            ASSERT_EQ(std::memcmp(&own[off + i], &acc, 4), 0) << "in place, element " << i;
+          }
+          ++checked;
+        }
+  }
+  EXPECT_GE(checked, 12);
+}
+
 TEST(CommLocal, AsyncCollectivesOverlapComputeAndRunInIssueOrder) {
   const int n = 4;
   const int64_t count = 50000;
