@@ -5,9 +5,10 @@
 // all_gather piece is one source block's piece copied into every rank's output, an all_reduce
 // piece is one element range reduced in rank order and written to every rank, a reduce_scatter
 // piece one range of one rank's output block. Who does a piece never changes its bits.
-// A rank that waits at either meeting spins for up to 20 us before it sleeps on the condition
-// variable, where the group has no more ranks than the machine has cores: most waits are shorter
-// than a futex wake-up.
+// A blocking call that runs on the calling thread spins for up to 20 us at either meeting before
+// it sleeps on the condition variable, where the group has no more ranks than the machine has
+// cores: most waits are shorter than a futex wake-up. Async calls on the worker never spin: the
+// rank's compute needs that core.
 // The rendezvous also times the ranks (how long each waited for the last one: straggler
 // monitoring) and is the collective watchdog: a rank that waits longer than the world's timeout
 // names the ranks that did not arrive, dumps every rank's flight recorder and aborts the world.
@@ -128,8 +129,8 @@ struct Group {
   // The next piece of the current collective's data movement to claim; reset when a meet
   // completes (every rank has then left the previous collective's finish).
   std::atomic<int64_t> next_piece{0};
-  // Whether a rank that waits for the others spins briefly before it sleeps: only when every rank
-  // of the group can have a core of its own.
+  // Whether the group's ranks can each have a core of its own (then a blocking call may spin while
+  // it waits: LocalComm::execute).
   bool spin = false;
 
   std::string who(int r) const {
@@ -300,7 +301,7 @@ void spin_until_changed(const std::atomic<uint64_t>& gen, uint64_t mine) {
 // Posts rank r's call and waits until every rank of the group has posted one. Throws CommError
 // when the world aborted, a rank left without calling, the ranks disagree, or the wait outlasts
 // the world's collective timeout (the watchdog: then this rank aborts the world).
-MeetResult meet(Group& g, int r, const Desc& d) {
+MeetResult meet(Group& g, int r, const Desc& d, bool spin) {
   std::unique_lock<std::mutex> lk(g.mu);
   const char* name = comm_op_name(d.op);
   auto missing_left = [&]() -> int {
@@ -325,7 +326,7 @@ MeetResult meet(Group& g, int r, const Desc& d) {
     ++g.gen;
     g.cv.notify_all();
   } else {
-    if (g.spin) {
+    if (spin) {
       lk.unlock();
       spin_until_changed(g.gen, my_gen);
       lk.lock();
@@ -367,7 +368,7 @@ MeetResult meet(Group& g, int r, const Desc& d) {
   return m;
 }
 
-void finish(Group& g) {
+void finish(Group& g, bool spin) {
   std::unique_lock<std::mutex> lk(g.mu);
   const uint64_t my_gen = g.end_gen;
   if (++g.end_arrived == g.size) {
@@ -375,7 +376,7 @@ void finish(Group& g) {
     ++g.end_gen;
     g.cv.notify_all();
   } else {
-    if (g.spin) {
+    if (spin) {
       lk.unlock();
       spin_until_changed(g.end_gen, my_gen);
       lk.lock();
@@ -466,6 +467,7 @@ class LocalComm final : public Communicator {
     int64_t bytes = 0;  // collective_bytes
     int64_t sent = 0;   // sent_bytes
     SplitResult split;
+    bool inline_run = false;  // runs on the calling thread, not on the worker
 
     mutable std::mutex mu;
     std::condition_variable cv;
@@ -521,6 +523,7 @@ class LocalComm final : public Communicator {
       }
     }
     if (here) {
+      t->inline_run = true;
       run(*t);
       std::lock_guard<std::mutex> lk(qmu_);
       busy_ = false;
@@ -577,7 +580,10 @@ class LocalComm final : public Communicator {
     const Desc& d = t.d;
     const int n = size_;
     const int64_t es = static_cast<int64_t>(dtype_size(d.dtype));
-    MeetResult met = meet(*group_, rank_, d);
+    // A blocking call on the calling thread spins while it waits (the rank has nothing else to
+    // run); the worker, which runs async calls beside the rank's compute, sleeps at once.
+    const bool spin = group_->spin && t.inline_run;
+    MeetResult met = meet(*group_, rank_, d, spin);
     t.split = std::move(met.split);
     t.times.wait_ns = met.wait_ns;
     t.times.last_rank = met.last_rank;
@@ -643,7 +649,7 @@ class LocalComm final : public Communicator {
       }
       default: break;
     }
-    finish(*group_);
+    finish(*group_, spin);
   }
 
   std::shared_ptr<LocalWorld> world_;
