@@ -212,7 +212,6 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
             formula_persistent_bytes(strategy, static_cast<double>(rep.params), ranks,
                                      run.engine.hybrid_group));
   PlanInput in = plan_input(run.engine, ranks, run.model, run.batch, run.seq_len);
-  in.local_staging = run.backend == "local";
   set_bytes(state, "planned_peak", static_cast<double>(plan_memory(in).peak_total()));
   set_bytes(state, "comm_bytes", static_cast<double>(rep.comm_bytes_per_step));
   set_bytes(state, "comm_buffer", static_cast<double>(rep.comm_buffer_per_step));

@@ -4,11 +4,6 @@
 // steps on every rank without OutOfMemory. The memory planner gives the first guess; from there
 // the search walks up (doubling its stride) until a depth fails, or down from a guess that failed,
 // then bisects, so a wrong guess costs trials, never a wrong answer.
-//
-// With prefetch on the local backend, a rank's peak can differ between runs by the staging buffer
-// of an asynchronous reduce-scatter (MemCategory::comm_buffers, allocated on the communication
-// thread): whether it is live at the compute thread's peak depends on timing. A depth within that
-// margin of the limit fits in some runs and not in others, so max_layers can move by one layer.
 #pragma once
 
 #include <algorithm>

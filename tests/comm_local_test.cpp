@@ -1,6 +1,6 @@
 // The local backend's promises beyond single results: rank-order determinism (all_reduce is
 // bit-identical to reduce_scatter + all_gather and to a sequential reference), async collectives
-// overlapping compute in issue order, staging charged as comm_buffers, traffic counts, split
+// overlapping compute in issue order, no memory of their own, traffic counts, split
 // ordering, barrier, and one trace span per collective.
 #include <gtest/gtest.h>
 
@@ -153,6 +153,41 @@ TEST(CommLocal, LargeCallsInPiecesAndStreamedStoresKeepTheRankOrderBits) {
   });
 }
 
+// The f32 loop in every instruction set the CPU offers (SSE2 and AVX on x86-64): the rank-order
+// bits of the scalar contract, with and without streamed stores, from unaligned sources into an
+// unaligned destination, in place, with a tail shorter than a vector, for sum and avg.
+TEST(CommLocal, EveryReductionIsaGivesTheRankOrderBits) {
+  const int n = 3;
+  const int64_t len = 10000 + 13;
+  std::vector<std::vector<float>> in;
+  for (int r = 0; r < n; ++r) in.push_back(random_input(r, len + 8));
+  int checked = 0;
+  for (ReduceIsa isa : {ReduceIsa::baseline, ReduceIsa::avx, ReduceIsa::best}) {
+    if (!reduce_isa_available(isa)) continue;
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg})
+      for (bool stream : {false, true})
+        for (int64_t off : {0, 1, 3}) {  // floats past the vectors' alignment
+          std::vector<const void*> src;
+          for (int r = 0; r < n; ++r) src.push_back(in[r].data() + off);
+          std::vector<float> out(len + 8, 0.0f), own = in[1];
+          void* dst[2] = {out.data() + off, own.data() + off};  // own: rank 1's, in place
+          src[1] = own.data() + off;
+          reduce_rank_order(src.data(), n, dst, 2, len, DType::f32, op, stream, isa);
+          for (int64_t i = 0; i < len; ++i) {
+            float acc = in[0][off + i];
+            for (int r = 1; r < n; ++r) acc = acc + in[r][off + i];
+            if (op == ReduceOp::avg) acc = acc / static_cast<float>(n);
+            ASSERT_EQ(std::memcmp(&out[off + i], &acc, 4), 0)
+                << "isa " << int(isa) << " " << reduce_op_name(op) << " stream " << stream
+                << " offset " << off << " element " << i;
+            ASSERT_EQ(std::memcmp(&own[off + i], &acc, 4), 0) << "in place, element " << i;
+          }
+          ++checked;
+        }
+  }
+  EXPECT_GE(checked, 12);
+}
+
 TEST(CommLocal, AsyncCollectivesOverlapComputeAndRunInIssueOrder) {
   const int n = 4;
   const int64_t count = 50000;
@@ -194,32 +229,39 @@ TEST(CommLocal, AsyncCollectivesOverlapComputeAndRunInIssueOrder) {
   });
 }
 
-TEST(CommLocal, StagingIsChargedAsCommBuffersAndReturnsToZero) {
+// The collectives read and write the ranks' buffers directly and reduce in registers: no call,
+// blocking or async, in place or not, of any dtype, takes memory from the rank's device. (The
+// memory planner and the simulator charge none either: tests/sim_memory_test.cpp.)
+TEST(CommLocal, CollectivesTakeNoMemoryOfTheirOwn) {
   const int n = 3;
-  const int64_t count = 30000;  // rank r reduces its chunk of 10000 elements
+  const int64_t count = 3 * 100003;  // several 256 KiB pieces per call
   launch(ranks(n), [&](RankContext& ctx) {
-    std::vector<int64_t> changes;
+    std::vector<std::pair<MemCategory, int64_t>> changes;
     std::mutex mu;
-    ctx.tracker->set_listener([&](const MemoryTracker::Change& c) {
-      std::lock_guard<std::mutex> lk(mu);
-      if (c.category == MemCategory::comm_buffers) changes.push_back(c.delta);
-    });
     for (DType t : {DType::f32, DType::bf16}) {
-      Buffer b = ctx.device->alloc(count * int64_t(dtype_size(t)), MemCategory::workspace);
-      ctx.device->fill_zero(b.data(), b.bytes());
-      {
+      const int64_t es = int64_t(dtype_size(t));
+      Buffer a = ctx.device->alloc_zeros(count * es, MemCategory::workspace);
+      Buffer b = ctx.device->alloc_zeros(count * es, MemCategory::workspace);
+      ctx.tracker->set_listener([&](const MemoryTracker::Change& c) {
         std::lock_guard<std::mutex> lk(mu);
-        changes.clear();
-      }
-      ctx.comm->all_reduce(b.data(), b.data(), count, t).wait();
-      const int64_t staged = reduce_staging_bytes(count / n, t);  // 8192 * (4 or 6)
-      EXPECT_EQ(staged, 8192 * (t == DType::f32 ? 4 : 6));
-      EXPECT_EQ(ctx.tracker->current(MemCategory::comm_buffers), 0);
+        changes.push_back({c.category, c.delta});
+      });
+      const int64_t per = count / n;
+      ctx.comm->all_reduce(a.data(), a.data(), count, t).wait();
+      ctx.comm->all_reduce(a.data(), b.data(), count, t, ReduceOp::avg, true).wait();
+      ctx.comm->reduce_scatter(a.data(), b.data(), per, t).wait();
+      ctx.comm->reduce_scatter(b.data(), a.data(), per, t, ReduceOp::sum, true).wait();
+      ctx.comm->all_gather(b.data(), a.data(), per, t).wait();
+      ctx.comm->broadcast(a.data(), count, t, 1).wait();
+      ctx.tracker->set_listener(nullptr);
       std::lock_guard<std::mutex> lk(mu);
-      EXPECT_EQ(changes, (std::vector<int64_t>{staged, -staged})) << dtype_name(t);
+      EXPECT_TRUE(changes.empty())
+          << dtype_name(t) << ": " << changes.size() << " allocations, the first of "
+          << (changes.empty() ? 0 : changes[0].second) << " bytes in "
+          << (changes.empty() ? "" : mem_category_name(changes[0].first));
+      changes.clear();
     }
-    EXPECT_EQ(ctx.tracker->peak(MemCategory::comm_buffers), 8192 * 6);
-    ctx.tracker->set_listener(nullptr);
+    EXPECT_EQ(ctx.tracker->peak(MemCategory::comm_buffers), 0);
   });
 }
 
@@ -295,7 +337,7 @@ TEST(CommLocal, EachCollectiveRecordsOneSpan) {
     EXPECT_EQ(ctx.comm->recorder(), ctx.recorder);
     float a[4] = {1, 2, 3, 4}, b[8];
     int64_t before = ctx.recorder->event_count();
-    ctx.comm->all_gather(a, b, 4, DType::f32, false, {7, "params"});  // no staging: one span
+    ctx.comm->all_gather(a, b, 4, DType::f32, false, {7, "params"});  // one span
     EXPECT_EQ(ctx.recorder->event_count(), before + 1);
     before = ctx.recorder->event_count();
     Work w = ctx.comm->broadcast(a, 4, DType::f32, 1, true);
@@ -303,8 +345,8 @@ TEST(CommLocal, EachCollectiveRecordsOneSpan) {
     w.wait();  // a second wait reports nothing more
     EXPECT_EQ(ctx.recorder->event_count(), before + 1);
     before = ctx.recorder->event_count();
-    ctx.comm->all_reduce(a, b, 4, DType::f32);  // staging alloc + free + span
-    EXPECT_EQ(ctx.recorder->event_count(), before + 3);
+    ctx.comm->all_reduce(a, b, 4, DType::f32);  // one span, and no memory event (no staging)
+    EXPECT_EQ(ctx.recorder->event_count(), before + 1);
 
     // The spans themselves: op, unit, bytes (nccl-tests size), and the times' order.
     std::vector<nlohmann::json> spans;

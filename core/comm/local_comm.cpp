@@ -5,6 +5,10 @@
 // all_gather piece is one source block's piece copied into every rank's output, an all_reduce
 // piece is one element range reduced in rank order and written to every rank, a reduce_scatter
 // piece one range of one rank's output block. Who does a piece never changes its bits.
+// A blocking call that runs on the calling thread spins for up to 20 us at either meeting before
+// it sleeps on the condition variable, where the group has no more ranks than the machine has
+// cores: most waits are shorter than a futex wake-up. Async calls on the worker never spin: the
+// rank's compute needs that core.
 // The rendezvous also times the ranks (how long each waited for the last one: straggler
 // monitoring) and is the collective watchdog: a rank that waits longer than the world's timeout
 // names the ranks that did not arrive, dumps every rank's flight recorder and aborts the world.
@@ -23,6 +27,10 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core/base/error.hpp"
 #include "core/comm/comm_common.hpp"
@@ -98,7 +106,9 @@ struct Group {
   std::mutex mu;
   std::condition_variable cv;
   // meet: a generation completes when every rank has posted its Desc.
-  uint64_t gen = 0;
+  // (gen and end_gen change under mu; they are atomic so that a waiter may first watch them
+  // without the lock: spin_until_changed.)
+  std::atomic<uint64_t> gen{0};
   int arrived = 0;
   std::vector<char> here;
   std::vector<char> left;  // the rank's communicator was destroyed: it will never arrive again
@@ -114,11 +124,14 @@ struct Group {
   std::vector<SplitResult> split;
   // finish: a plain barrier that cannot be aborted (everyone in it has passed meet and is only
   // copying memory, which always ends).
-  uint64_t end_gen = 0;
+  std::atomic<uint64_t> end_gen{0};
   int end_arrived = 0;
   // The next piece of the current collective's data movement to claim; reset when a meet
   // completes (every rank has then left the previous collective's finish).
   std::atomic<int64_t> next_piece{0};
+  // Whether the group's ranks can each have a core of its own (then a blocking call may spin while
+  // it waits: LocalComm::execute).
+  bool spin = false;
 
   std::string who(int r) const {
     std::string s = "rank " + std::to_string(world_ranks[r]);
@@ -139,6 +152,7 @@ std::shared_ptr<Group> make_group(LocalWorld::Impl* world, std::vector<int> worl
   g->desc.resize(g->size);
   g->arrive_ns.assign(g->size, 0);
   g->split.resize(g->size);
+  g->spin = g->size <= static_cast<int>(std::thread::hardware_concurrency());
   std::lock_guard<std::mutex> lk(world->mu);
   g->world->groups.push_back(g);
   return g;
@@ -266,10 +280,28 @@ std::string watchdog_report(const Group& g, int r, const Desc& d, double timeout
   return s;
 }
 
+// Waits up to kSpinNs for `gen` to leave `mine`, without the lock: the last rank to arrive is
+// usually a few microseconds away, and waking a rank asleep on the condition variable costs a
+// futex wake-up and a reschedule (tens of microseconds on a virtual machine) on every collective.
+// The caller then waits on the condition variable as before, which returns at once if it changed.
+constexpr int64_t kSpinNs = 20000;
+void spin_until_changed(const std::atomic<uint64_t>& gen, uint64_t mine) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kSpinNs);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (gen.load(std::memory_order_acquire) != mine) return;
+#if defined(__SSE2__)
+      _mm_pause();
+#endif
+    }
+    if (std::chrono::steady_clock::now() >= until) return;
+  }
+}
+
 // Posts rank r's call and waits until every rank of the group has posted one. Throws CommError
 // when the world aborted, a rank left without calling, the ranks disagree, or the wait outlasts
 // the world's collective timeout (the watchdog: then this rank aborts the world).
-MeetResult meet(Group& g, int r, const Desc& d) {
+MeetResult meet(Group& g, int r, const Desc& d, bool spin) {
   std::unique_lock<std::mutex> lk(g.mu);
   const char* name = comm_op_name(d.op);
   auto missing_left = [&]() -> int {
@@ -294,6 +326,11 @@ MeetResult meet(Group& g, int r, const Desc& d) {
     ++g.gen;
     g.cv.notify_all();
   } else {
+    if (spin) {
+      lk.unlock();
+      spin_until_changed(g.gen, my_gen);
+      lk.lock();
+    }
     const double timeout_s = g.world->timeout_s.load();
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -331,7 +368,7 @@ MeetResult meet(Group& g, int r, const Desc& d) {
   return m;
 }
 
-void finish(Group& g) {
+void finish(Group& g, bool spin) {
   std::unique_lock<std::mutex> lk(g.mu);
   const uint64_t my_gen = g.end_gen;
   if (++g.end_arrived == g.size) {
@@ -339,14 +376,13 @@ void finish(Group& g) {
     ++g.end_gen;
     g.cv.notify_all();
   } else {
+    if (spin) {
+      lk.unlock();
+      spin_until_changed(g.end_gen, my_gen);
+      lk.lock();
+    }
     g.cv.wait(lk, [&] { return g.end_gen != my_gen; });
   }
-}
-
-// Element range [lo, hi) of `count` that rank r would reduce in all_reduce if the work were split
-// evenly: the size of its staging.
-std::pair<int64_t, int64_t> chunk(int64_t count, int r, int n) {
-  return {count * r / n, count * (r + 1) / n};
 }
 
 // Bytes of one piece of data movement: a source piece (256 KiB) stays in L2 while it is written to
@@ -431,6 +467,7 @@ class LocalComm final : public Communicator {
     int64_t bytes = 0;  // collective_bytes
     int64_t sent = 0;   // sent_bytes
     SplitResult split;
+    bool inline_run = false;  // runs on the calling thread, not on the worker
 
     mutable std::mutex mu;
     std::condition_variable cv;
@@ -486,6 +523,7 @@ class LocalComm final : public Communicator {
       }
     }
     if (here) {
+      t->inline_run = true;
       run(*t);
       std::lock_guard<std::mutex> lk(qmu_);
       busy_ = false;
@@ -542,20 +580,10 @@ class LocalComm final : public Communicator {
     const Desc& d = t.d;
     const int n = size_;
     const int64_t es = static_cast<int64_t>(dtype_size(d.dtype));
-    // Staging is taken before the rendezvous: running out of memory fails this rank alone. The
-    // reduction no longer uses it (it sums in registers); it is still taken because the memory
-    // planner counts it (core/comm/reduce.hpp).
-    int64_t reduce_len = 0;
-    if (d.op == CommOp::reduce_scatter) reduce_len = d.count;
-    if (d.op == CommOp::all_reduce) {
-      auto [lo, hi] = chunk(d.count, rank_, n);
-      reduce_len = hi - lo;
-    }
-    Buffer staging;
-    if (reduce_len > 0)
-      staging = device_.alloc(reduce_staging_bytes(reduce_len, d.dtype), MemCategory::comm_buffers);
-
-    MeetResult met = meet(*group_, rank_, d);
+    // A blocking call on the calling thread spins while it waits (the rank has nothing else to
+    // run); the worker, which runs async calls beside the rank's compute, sleeps at once.
+    const bool spin = group_->spin && t.inline_run;
+    MeetResult met = meet(*group_, rank_, d, spin);
     t.split = std::move(met.split);
     t.times.wait_ns = met.wait_ns;
     t.times.last_rank = met.last_rank;
@@ -621,7 +649,7 @@ class LocalComm final : public Communicator {
       }
       default: break;
     }
-    finish(*group_);
+    finish(*group_, spin);
   }
 
   std::shared_ptr<LocalWorld> world_;

@@ -1,6 +1,8 @@
 // The local backend: ranks are threads of one process. A LocalWorld is what the rank threads
 // share (who failed, which ranks are alive); each rank makes its Communicator over it with its own
-// Device, so collective staging is charged to that rank's tracker (MemCategory::comm_buffers).
+// Device. The collectives take no memory of their own: they read and write the ranks' buffers
+// directly (the reduction sums in registers, core/comm/reduce.hpp), so nothing is charged to
+// MemCategory::comm_buffers.
 //
 // Each communicator runs its rank's async collectives on its own worker thread, in issue order,
 // so they overlap the rank's compute; a blocking call runs on the calling thread when nothing is
@@ -53,8 +55,8 @@ class LocalWorld {
   std::unique_ptr<Impl> impl_;
 };
 
-// Rank `rank`'s communicator over all ranks of `world`. Collective staging goes through `device`
-// (a CPU device: the local backend reads and writes the other ranks' host memory).
+// Rank `rank`'s communicator over all ranks of `world`, on `device` (a CPU device: the local
+// backend reads and writes the other ranks' host memory).
 std::unique_ptr<Communicator> make_local_communicator(const std::shared_ptr<LocalWorld>& world,
                                                       int rank, Device& device);
 

@@ -1,6 +1,7 @@
 // The one reduction every local collective uses: element by element, in rank order 0..n-1,
 // accumulated in f32 and rounded once to the dtype at the end (avg = sum / n). all_reduce and
-// reduce_scatter both call it, which is why their results are bit-identical.
+// reduce_scatter both call it, which is why their results are bit-identical. It sums in registers
+// and needs no staging: the local backend's collectives take no memory of their own.
 #pragma once
 
 #include <cstdint>
@@ -10,22 +11,18 @@
 
 namespace shardlab {
 
-// The local backend's per-call reduction staging, in elements: the reduction itself sums in
-// registers and needs none, but the local backend still takes reduce_staging_bytes from the rank's
-// device (MemCategory::comm_buffers) because the memory planner (core/fsdp/plan_schedule.cpp)
-// counts it; both go together.
-inline constexpr int64_t kReduceBlock = 8192;
-
-// The comm staging the local backend takes for a reduction of `len` elements of `t`.
-int64_t reduce_staging_bytes(int64_t len, DType t);
-
 // dst[k][i] = round_t( (src[0][i] + src[1][i] + ... + src[n-1][i]) [/ n] ) for i < len, k < ndst,
 // in one pass: each group of elements is read from every source, summed in f32 registers in rank
 // order and written to every destination. A destination may be one of the sources at the same
 // offset (in place): an element is read from every source before it is written. `stream` writes
 // f32 results with non-temporal stores (for results too large to stay in cache: the stores skip
 // reading the destination's lines first); the result is the same bits either way.
+// The f32 loop's instruction set: `best` is AVX where the CPU has it, else the baseline (SSE2 on
+// x86-64, scalar elsewhere). Tests name the others to check that every one gives the same bits.
+enum class ReduceIsa { best, baseline, avx };
+bool reduce_isa_available(ReduceIsa isa);
+
 void reduce_rank_order(const void* const* src, int n, void* const* dst, int ndst, int64_t len,
-                       DType t, ReduceOp op, bool stream = false);
+                       DType t, ReduceOp op, bool stream = false, ReduceIsa isa = ReduceIsa::best);
 
 }  // namespace shardlab

@@ -9,7 +9,6 @@
 #include "core/base/error.hpp"
 #include "core/comm/comm_common.hpp"
 #include "core/comm/flight_recorder.hpp"
-#include "core/comm/reduce.hpp"
 #include "core/comm/topology.hpp"
 #include "core/comm/traffic.hpp"
 
@@ -28,7 +27,6 @@ struct SimOp final : Work::State {
   bool async = false;
   int64_t bytes = 0, sent = 0;
   CommTimes times;
-  Buffer staging;  // the local backend's reduction staging, held while the collective runs
   bool reported = false;
 
   void wait() override {
@@ -43,7 +41,6 @@ struct SimOp final : Work::State {
   }
   void report() {
     reported = true;
-    staging.reset();
     if (op != CommOp::split) record_comm_span(rec, op, info, bytes, sent, dtype, times);
   }
 };
@@ -51,15 +48,13 @@ struct SimOp final : Work::State {
 class SimComm final : public Communicator {
  public:
   SimComm(std::shared_ptr<const ClusterSpec> spec, std::vector<int> members, int rank,
-          Device& device, VirtualClock& clock, std::shared_ptr<FlightRecorder> flight,
-          bool local_staging)
+          Device& device, VirtualClock& clock, std::shared_ptr<FlightRecorder> flight)
       : Communicator(rank, static_cast<int>(members.size())),
         spec_(std::move(spec)),
         members_(std::move(members)),
         placement_(place_group(*spec_, members_)),
         device_(device),
-        clock_(clock),
-        local_staging_(local_staging) {
+        clock_(clock) {
     flight_ = std::move(flight);
   }
 
@@ -106,9 +101,8 @@ class SimComm final : public Communicator {
     std::vector<int> world;
     world.reserve(members.size());
     for (int m : members) world.push_back(members_[m]);
-    auto sub =
-        std::make_unique<SimComm>(spec_, std::move(world), static_cast<int>(me - members.begin()),
-                                  device_, clock_, flight_, local_staging_);
+    auto sub = std::make_unique<SimComm>(
+        spec_, std::move(world), static_cast<int>(me - members.begin()), device_, clock_, flight_);
     sub->set_recorder(recorder_);
     return sub;
   }
@@ -128,21 +122,6 @@ class SimComm final : public Communicator {
     w->async = async;
     w->bytes = collective_bytes(op, count, t, size_);
     w->sent = sent_bytes(op, count, t, size_);
-    // Staging as the local backend takes it (local_comm.cpp, execute): reduce_scatter's count,
-    // all_reduce's chunk of count over the ranks.
-    int64_t reduce_len = 0;
-    if (op == CommOp::reduce_scatter) reduce_len = count;
-    if (op == CommOp::all_reduce) reduce_len = chunk_len(count, rank_, size_);
-    if (reduce_len > 0 && local_staging_) {
-      // The local worker runs this communicator's collectives one at a time and takes a
-      // reduction's staging when it starts it, after the previous reduction has ended and freed
-      // its own. Until then that one is held (also across all-gathers issued meanwhile, which
-      // stage nothing), or until it is waited on: at most one staging per communicator.
-      if (auto prev = last_staged_.lock()) prev->staging.reset();
-      w->staging = device_.alloc(reduce_staging_bytes(reduce_len, t), MemCategory::comm_buffers);
-      last_staged_ = w;
-    }
-
     const int64_t seq = flight_->issued(op, info, count, t, size_);
     w->times.t_issue = clock_.now_ns;
     w->times.t_start = std::max(clock_.now_ns, stream_free_ns_);
@@ -154,27 +133,19 @@ class SimComm final : public Communicator {
     return work;
   }
 
-  // The local backend's all_reduce chunk of rank r (local_comm.cpp, chunk): [count r / n,
-  // count (r + 1) / n).
-  static int64_t chunk_len(int64_t count, int r, int n) {
-    return count * (r + 1) / n - count * r / n;
-  }
-
   std::shared_ptr<const ClusterSpec> spec_;
   std::vector<int> members_;  // world ranks, by rank in this communicator
   GroupPlacement placement_;
   Device& device_;
   VirtualClock& clock_;
-  bool local_staging_;
   int64_t stream_free_ns_ = 0;
-  std::weak_ptr<SimOp> last_staged_;  // the last collective that took a reduction staging
 };
 
 }  // namespace
 
 std::unique_ptr<Communicator> make_sim_communicator(std::shared_ptr<const ClusterSpec> spec,
                                                     int world, int rank, Device& device,
-                                                    VirtualClock& clock, bool local_staging) {
+                                                    VirtualClock& clock) {
   SL_CHECK(spec != nullptr, "sim communicator: no cluster spec");
   spec->check_ranks(world);
   if (rank < 0 || rank >= world)
@@ -182,7 +153,7 @@ std::unique_ptr<Communicator> make_sim_communicator(std::shared_ptr<const Cluste
   std::vector<int> members(static_cast<size_t>(world));
   std::iota(members.begin(), members.end(), 0);
   return std::make_unique<SimComm>(std::move(spec), std::move(members), rank, device, clock,
-                                   std::make_shared<FlightRecorder>(rank), local_staging);
+                                   std::make_shared<FlightRecorder>(rank));
 }
 
 bool sim_group_intra_node(const Communicator& c) {

@@ -5,9 +5,9 @@
 // stream's previous collective ends, and takes what the topology model (topology.hpp) gives for its
 // group's placement on the cluster. An async call returns at once; waiting joins the rank's compute
 // clock to the collective's end. Bytes are counted with the functions every backend uses
-// (traffic.hpp), spans recorded with record_comm_span, and the reduction staging the local backend
-// takes (reduce_staging_bytes) is charged to comm_buffers while the collective is in flight, so a
-// simulated rank's memory is the local backend's, category by category.
+// (traffic.hpp) and spans recorded with record_comm_span. Like the local backend's collectives
+// (which reduce in registers), a simulated one takes no memory: a simulated rank's memory is the
+// local backend's, category by category.
 #pragma once
 
 #include <memory>
@@ -20,13 +20,11 @@
 namespace shardlab {
 
 // World rank `rank` of `world` ranks on cluster `spec` (world must fit it: ClusterSpec::
-// check_ranks). Staging goes through `device`; times go to `clock`, the rank's compute stream.
-// Sub-communicators come from split_group (split without the members throws InvalidArgument).
-// local_staging false: no reduction staging is charged, as for the MPI and NCCL backends, which
-// stage inside the library where the tracker does not see it (the planner of such a run).
+// check_ranks), on `device`; times go to `clock`, the rank's compute stream. Sub-communicators
+// come from split_group (split without the members throws InvalidArgument).
 std::unique_ptr<Communicator> make_sim_communicator(std::shared_ptr<const ClusterSpec> spec,
                                                     int world, int rank, Device& device,
-                                                    VirtualClock& clock, bool local_staging = true);
+                                                    VirtualClock& clock);
 
 // Whether a communicator made by make_sim_communicator (or split from one) stays inside one node;
 // false for any other communicator.

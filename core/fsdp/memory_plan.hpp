@@ -50,9 +50,6 @@ struct PlanInput {
   int batch = 1;    // B: sequences per micro-batch per rank
   int seq_len = 0;  // T (0: model.max_seq_len)
   int accum = 1;    // K micro-batches per step
-  // The local backend's collectives take a small f32 staging buffer (comm_buffers) while they
-  // reduce; other backends stage inside the library, invisible to the tracker.
-  bool local_staging = true;
   // The trainer keeps the rank's token ids and targets on the device (activations, B K T int32
   // each); tests that drive the engine directly from host arrays do not.
   bool token_buffers = false;
