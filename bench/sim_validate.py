@@ -240,7 +240,10 @@ def stage_predict(a, cache):
 
 def stage_collectives(a, cache, backend):
     sizes = "|".join(str(s) for s in COLL_SIZES)
-    flt = f"^({'|'.join(COLL_OPS)})/{backend}(_in_place)?/bytes:({sizes})/ranks:2/"
+    # The forms the engine calls and calibrate times: all_gather in place, the reductions out of
+    # place (on both backends; bench_collectives has `_in_place` rows for local and MPI).
+    flt = (f"^(all_gather/{backend}_in_place|(reduce_scatter|all_reduce)/{backend})/"
+           f"bytes:({sizes})/ranks:2/")
     out = os.path.join(a.work, f"collectives-{backend}.json")
     cmd = [os.path.join(a.bin, "bench_collectives"), f"--benchmark_filter={flt}",
            "--benchmark_out_format=json", f"--benchmark_out={out}"]
@@ -260,8 +263,8 @@ def predict_collectives(a, cache, backend):
         return
     # Each collective in the form the engine calls it, which is also the form calibrate times:
     # all_gather in place (unshard gathers into the buffer that holds the rank's own shard,
-    # core/fsdp/unshard.cpp), the reductions out of place. A backend without in-place rows (MPI
-    # here) gives its only form.
+    # core/fsdp/unshard.cpp), the reductions out of place. A result file without the engine's
+    # form (made before bench_collectives had MPI in-place rows) gives the form it has.
     rows = {}
     for b in json.load(open(out))["benchmarks"]:
         op, where = b["name"].split("/")[:2]
@@ -442,7 +445,29 @@ def stage_phases(a, model, backend, n, strategy, pf):
 
 
 def fmt_bytes(n):
-    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.3g} MiB"
+    return f"{n / (1 << 10):.3g} KiB"
+
+
+def spec_fits(work, backend):
+    """The calibrated spec's per-collective regimes, one clause per collective."""
+    path = os.path.join(work, f"this-machine-{backend}.json")
+    if not os.path.exists(path):
+        return ""
+    coll = json.load(open(path))["intra_node"].get("collectives", {})
+    out = []
+    for op in COLL_OPS:
+        regs = coll.get(op)
+        if regs is None:
+            continue
+        regs = regs if isinstance(regs, list) else [regs]
+        parts = []
+        for r in regs:
+            bound = f" up to {fmt_bytes(r['up_to_bytes'])}" if "up_to_bytes" in r else ""
+            parts.append(f"{r['latency_us']:.1f} us, {r['bandwidth_GBps']:.2f} GB/s{bound}")
+        out.append(f"{op} " + "; ".join(parts))
+    return " | ".join(out)
 
 
 def report(a, cache):
@@ -485,6 +510,10 @@ def report(a, cache):
             continue
         lines.append(f"**Collectives, {backend}, N = 2** (`{d.get(f'coll/{backend}/command')}`; "
                      f"load {load[0]} -> {load[1]}): predicted / measured time per call\n")
+        fits = spec_fits(a.work, backend)
+        if fits:
+            lines.append(f"Fitted by `shardlab calibrate` (this-machine-{backend}.json, "
+                         f"intra_node.collectives): {fits}\n")
         lines.append("| size | " + " | ".join(COLL_OPS) + " |")
         lines.append("| --- |" + " --- |" * len(COLL_OPS))
         for s in COLL_SIZES:
