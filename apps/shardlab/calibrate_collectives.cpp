@@ -141,17 +141,21 @@ struct OpPlan {
   int steps;  // ring steps per call on n ranks
 };
 
-// Calls per size, the same on every rank (MPI processes must agree): many for small buffers, whose
-// single calls are noisy, at least 7 for the largest.
+// Calls per size and round, the same on every rank (MPI processes must agree): many for small
+// buffers, whose single calls are noisy, at least 3 for the largest; kRounds rounds.
+constexpr int kRounds = 3;
 int calls_for(int64_t bytes, bool quick) {
-  const int64_t c = (int64_t{64} << 20) / bytes;
-  return static_cast<int>(std::clamp<int64_t>(c, quick ? 5 : 7, quick ? 21 : 51));
+  const int64_t c = (int64_t{32} << 20) / bytes;
+  return static_cast<int>(std::clamp<int64_t>(c, quick ? 2 : 3, quick ? 11 : 25));
 }
 
-// Median call time of `op` at each size (rank 0's, given to every rank).
-std::vector<double> time_op(const CalibrateOptions& o, CommOp op,
-                            const std::vector<int64_t>& sizes) {
-  std::vector<double> out;
+struct OpTimes {
+  std::vector<double> median, mean;  // per size, seconds per call
+};
+
+// Median (and, for the log, mean) call time of `op` at each size (rank 0's, given to every rank).
+OpTimes time_op(const CalibrateOptions& o, CommOp op, const std::vector<int64_t>& sizes) {
+  OpTimes out;
   LaunchOptions lo;
   lo.backend = o.backend;
   lo.ranks = o.ranks;
@@ -160,32 +164,46 @@ std::vector<double> time_op(const CalibrateOptions& o, CommOp op,
     const int64_t most = sizes.back();
     Buffer a = ctx.device->alloc_zeros(most, MemCategory::workspace);
     Buffer b = ctx.device->alloc_zeros(most, MemCategory::workspace);
-    std::vector<float> medians;
-    for (int64_t S : sizes) {
-      const int64_t per_rank = std::max<int64_t>(1, S / 4 / n);
-      const int calls = calls_for(S, o.quick);
-      std::vector<double> t;
-      for (int i = 0; i < calls + 2; ++i) {  // two warm-up calls
-        const auto t0 = Clock::now();
-        switch (op) {
-          case CommOp::all_gather:  // in place: this rank's slot of the gathered buffer
-            ctx.comm->all_gather(a.as<char>() + ctx.rank * per_rank * 4, a.data(), per_rank,
-                                 DType::f32);
-            break;
-          case CommOp::reduce_scatter:
-            ctx.comm->reduce_scatter(a.data(), b.data(), per_rank, DType::f32);
-            break;
-          default: ctx.comm->all_reduce(a.data(), b.data(), per_rank * n, DType::f32); break;
+    // Rounds over all sizes, each size's calls in every round: a disturbance from another
+    // process on this shared machine lands in one round of a size, and the median over the
+    // rounds' calls leaves it out (one pass per size moved whole sizes by 1.5x between runs).
+    std::vector<std::vector<double>> t(sizes.size());
+    for (int round = 0; round < kRounds; ++round) {
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        const int64_t per_rank = std::max<int64_t>(1, sizes[k] / 4 / n);
+        const int calls = calls_for(sizes[k], o.quick);
+        for (int i = 0; i < calls + 1; ++i) {  // one warm-up call
+          const auto t0 = Clock::now();
+          switch (op) {
+            case CommOp::all_gather:  // in place: this rank's slot of the gathered buffer
+              ctx.comm->all_gather(a.as<char>() + ctx.rank * per_rank * 4, a.data(), per_rank,
+                                   DType::f32);
+              break;
+            case CommOp::reduce_scatter:
+              ctx.comm->reduce_scatter(a.data(), b.data(), per_rank, DType::f32);
+              break;
+            default: ctx.comm->all_reduce(a.data(), b.data(), per_rank * n, DType::f32); break;
+          }
+          if (i >= 1) t[k].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
         }
-        if (i >= 2) t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       }
-      std::sort(t.begin(), t.end());
-      const size_t h = t.size() / 2;
-      medians.push_back(static_cast<float>(t.size() % 2 == 1 ? t[h] : 0.5 * (t[h - 1] + t[h])));
+    }
+    std::vector<float> medians, means;
+    for (std::vector<double>& x : t) {
+      std::sort(x.begin(), x.end());
+      const size_t h = x.size() / 2;
+      medians.push_back(static_cast<float>(x.size() % 2 == 1 ? x[h] : 0.5 * (x[h - 1] + x[h])));
+      double sum = 0;
+      for (double v : x) sum += v;
+      means.push_back(static_cast<float>(sum / static_cast<double>(x.size())));
     }
     // Rank 0's medians on every rank: under MPI each process writes --out, and all the same.
     ctx.comm->broadcast(medians.data(), static_cast<int64_t>(medians.size()), DType::f32, 0);
-    if (ctx.rank == 0 || o.backend != "local") out.assign(medians.begin(), medians.end());
+    ctx.comm->broadcast(means.data(), static_cast<int64_t>(means.size()), DType::f32, 0);
+    if (ctx.rank == 0 || o.backend != "local") {
+      out.median.assign(medians.begin(), medians.end());
+      out.mean.assign(means.begin(), means.end());
+    }
   });
   return out;
 }
@@ -243,15 +261,16 @@ MeasuredCollectives measure_collectives(const CalibrateOptions& o, std::ostream&
   MeasuredCollectives m;
   m.per_op = nlohmann::json::object();
   for (const OpPlan& p : plans) {
-    const std::vector<double> t = time_op(o, p.op, sizes);
+    const OpTimes t = time_op(o, p.op, sizes);
     std::vector<CollectiveSample> samples;
-    for (size_t i = 0; i < sizes.size(); ++i) samples.push_back({sizes[i], t[i]});
+    for (size_t i = 0; i < sizes.size(); ++i) samples.push_back({sizes[i], t.median[i]});
     const CollectiveFit f = fit_collective(samples, n, p.steps);
     const char* name = comm_op_name(p.op);
-    log << "  " << name << ":";
-    for (const CollectiveSample& s : samples)
-      log << " " << format_bytes(s.bytes) << " " << s.seconds * 1e6 << " us ("
-          << fit_seconds(f, n, p.steps, double(s.bytes)) / s.seconds << ")";
+    log << "  " << name << " (size: median us, mean / median, fit / median):";
+    for (size_t i = 0; i < samples.size(); ++i)
+      log << " " << format_bytes(samples[i].bytes) << ": " << samples[i].seconds * 1e6 << ", "
+          << t.mean[i] / samples[i].seconds << ", "
+          << fit_seconds(f, n, p.steps, double(samples[i].bytes)) / samples[i].seconds << ";";
     log << "\n    fit (worst " << 100 * f.worst_error << "%):";
     nlohmann::json regimes = nlohmann::json::array();
     for (const LinkRegime& g : f.regimes) {
