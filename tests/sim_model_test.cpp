@@ -371,6 +371,58 @@ TEST(SimComm, AsyncReturnsAtOnceAndWaitJoinsTheCollectivesEnd) {
   EXPECT_EQ(clock.now_ns, 8 * one);  // issued on an idle stream: starts at once
 }
 
+TEST(SimComm, WithoutAsyncProgressACollectiveRunsOnlyOnceTheRankWaits) {
+  // "async_progress": false (Open MPI without a progress thread, as calibrate finds it): an async
+  // collective does not overlap compute; it starts when the rank waits on it, and a wait runs the
+  // earlier pending ones first, in issue order; a blocking call progresses the pending ones too.
+  nlohmann::json j = nlohmann::json::parse(cluster_preset_json("h100-sxm"));
+  j["async_progress"] = false;
+  auto spec = std::make_shared<const ClusterSpec>(parse_cluster_spec(j, "test spec"));
+  MemoryTracker tracker;
+  VirtualClock clock;
+  MetaDevice dev(tracker, *spec, clock, GemmMath::fp32);
+  auto world = make_sim_communicator(spec, 8, 3, dev, clock);
+  const int64_t count = 1 << 20;
+  Buffer b = dev.alloc(8 * count * 4, MemCategory::params_unsharded);
+  char* mine = b.as<char>() + 3 * count * 4;
+  const int64_t one = collective_ns(*spec, place_group(*spec, {0, 1, 2, 3, 4, 5, 6, 7}),
+                                    CommOp::all_gather, 8 * count * 4);
+  Work w1 = world->all_gather(mine, b.data(), count, DType::f32, true);
+  Work w2 = world->all_gather(mine, b.data(), count, DType::f32, true);
+  clock.advance(one / 2);  // compute: the collectives do not move meanwhile
+  EXPECT_FALSE(w1.done());
+  w2.wait();  // runs w1, then w2, from now
+  EXPECT_EQ(clock.now_ns, one / 2 + 2 * one);
+  EXPECT_TRUE(w1.done());
+  w1.wait();
+  EXPECT_EQ(clock.now_ns, one / 2 + 2 * one);
+  Work w3 = world->all_gather(mine, b.data(), count, DType::f32, true);
+  clock.advance(one);
+  world->all_gather(mine, b.data(), count, DType::f32, false);  // blocking: w3 first, then this
+  EXPECT_EQ(clock.now_ns, one / 2 + 2 * one + one + 2 * one);
+  w3.wait();
+  // The default (async progress): the same pattern overlaps the compute.
+  VirtualClock clock2;
+  MetaDevice dev2(tracker, *h100(), clock2, GemmMath::fp32);
+  auto world2 = make_sim_communicator(h100(), 8, 3, dev2, clock2);
+  Work v1 = world2->all_gather(mine, b.data(), count, DType::f32, true);
+  Work v2 = world2->all_gather(mine, b.data(), count, DType::f32, true);
+  clock2.advance(one / 2);
+  v2.wait();
+  EXPECT_EQ(clock2.now_ns, 2 * one);
+  v1.wait();
+  // A bad value names the field.
+  j["async_progress"] = "no";
+  try {
+    parse_cluster_spec(j, "test spec");
+    FAIL() << "a string async_progress was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("field 'async_progress' must be true or false"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(SimComm, HybridGroupsKnowWhetherTheyStayInsideANode) {
   auto spec = h100();
   MemoryTracker tracker;

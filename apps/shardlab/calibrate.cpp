@@ -242,6 +242,7 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
            "alpha-beta regimes by buffer size over 64 KiB to 64 MiB, median calls; CPU "
            "ranks have no tensor cores, so fp32, tf32 and bf16 are the one sgemm rate"},
       {"nodes", 1},
+      {"async_progress", coll.async_progress},
       {"ranks_per_node", n},
       {"gpu",
        {{"name", "CPU rank (one BLAS thread)"},

@@ -9,6 +9,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <thread>
 
 #include "core/base/error.hpp"
 #include "core/comm/comm_common.hpp"
@@ -208,6 +209,47 @@ OpTimes time_op(const CalibrateOptions& o, CommOp op, const std::vector<int64_t>
   return out;
 }
 
+// Whether an async collective advances while the rank is away from the library: a blocking
+// all_reduce of 16 MiB is timed (the median of 3), then an async one is issued, every rank sleeps
+// three times that long without calling the library, and the wait is timed. A wait under half the
+// blocking time means the collective ran meanwhile (the local backend's worker); a longer one
+// that it waited for the rank (Open MPI has no progress thread by default). Rank 0's verdict.
+bool time_async_progress(const CalibrateOptions& o, std::ostream& log) {
+  bool out = true;
+  LaunchOptions lo;
+  lo.backend = o.backend;
+  lo.ranks = o.ranks;
+  launch(lo, [&](RankContext& ctx) {
+    const int64_t count = (int64_t{16} << 20) / 4;
+    Buffer a = ctx.device->alloc_zeros(count * 4, MemCategory::workspace);
+    Buffer b = ctx.device->alloc_zeros(count * 4, MemCategory::workspace);
+    std::vector<double> t;
+    for (int i = 0; i < 4; ++i) {  // the first is a warm-up
+      const auto t0 = Clock::now();
+      ctx.comm->all_reduce(a.data(), b.data(), count, DType::f32);
+      if (i > 0) t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    std::sort(t.begin(), t.end());
+    float blocking = static_cast<float>(t[1]);
+    ctx.comm->broadcast(&blocking, 1, DType::f32, 0);  // every rank sleeps as long
+    Work w = ctx.comm->all_reduce(a.data(), b.data(), count, DType::f32, ReduceOp::sum, true);
+    std::this_thread::sleep_for(std::chrono::duration<double>(3.0 * blocking));
+    const auto t0 = Clock::now();
+    w.wait();
+    float waited = static_cast<float>(std::chrono::duration<double>(Clock::now() - t0).count());
+    ctx.comm->broadcast(&waited, 1, DType::f32, 0);
+    if (ctx.rank == 0 || o.backend != "local") {
+      out = waited < 0.5f * blocking;
+      if (ctx.rank == 0)
+        log << "  async progress: all_reduce 16 MiB blocking " << blocking * 1e3
+            << " ms; issued async, after " << 3 * blocking * 1e3 << " ms away the wait took "
+            << waited * 1e3 << " ms: " << (out ? "it ran meanwhile" : "it waited for the rank")
+            << "\n";
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 CollectiveFit fit_collective(const std::vector<CollectiveSample>& samples, int ranks, int steps) {
@@ -289,6 +331,7 @@ MeasuredCollectives measure_collectives(const CalibrateOptions& o, std::ostream&
       m.bandwidth = f.regimes.back().bandwidth;
     }
   }
+  m.async_progress = time_async_progress(o, log);
   return m;
 }
 

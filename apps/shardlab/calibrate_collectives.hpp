@@ -48,9 +48,10 @@ CollectiveFit fit_collective(const std::vector<CollectiveSample>& samples, int r
 double fit_seconds(const CollectiveFit& f, int ranks, int steps, double bytes);
 
 struct MeasuredCollectives {
-  nlohmann::json per_op;  // {"all_gather": [regimes], ...}: the link's "collectives"
-  double latency = 0;     // the link's own alpha (all_gather's first regime) and beta (its last):
-  double bandwidth = 0;   // what broadcast, barrier and the tree use
+  nlohmann::json per_op;       // {"all_gather": [regimes], ...}: the link's "collectives"
+  bool async_progress = true;  // the spec's async_progress: an async collective runs meanwhile
+  double latency = 0;    // the link's own alpha (all_gather's first regime) and beta (its last):
+  double bandwidth = 0;  // what broadcast, barrier and the tree use
 };
 
 // Times and fits all_gather, reduce_scatter and all_reduce on `o.ranks` ranks of `o.backend`

@@ -4,10 +4,13 @@
 // a communicator's collectives in issue order on one worker): it starts when issued, or when the
 // stream's previous collective ends, and takes what the topology model (topology.hpp) gives for its
 // group's placement on the cluster. An async call returns at once; waiting joins the rank's compute
-// clock to the collective's end. Bytes are counted with the functions every backend uses
-// (traffic.hpp), spans recorded with record_comm_span, and the reduction staging the local backend
-// takes (reduce_staging_bytes) is charged to comm_buffers while the collective is in flight, so a
-// simulated rank's memory is the local backend's, category by category.
+// clock to the collective's end. A spec with "async_progress": false (MPI without a progress
+// thread, as `shardlab calibrate --backend mpi` finds it) starts an async collective only when the
+// rank waits on it or makes a blocking call on that communicator: it does not overlap compute.
+// Bytes are counted with the functions every backend uses (traffic.hpp), spans recorded with
+// record_comm_span, and the reduction staging the local backend takes (reduce_staging_bytes) is
+// charged to comm_buffers while the collective is in flight, so a simulated rank's memory is the
+// local backend's, category by category.
 #pragma once
 
 #include <memory>

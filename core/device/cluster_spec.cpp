@@ -240,6 +240,13 @@ ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where
     c.host_memory_bandwidth = number(object(j, "host", where), "memory_bandwidth_GBps",
                                      "host.memory_bandwidth_GBps", where) *
                               1e9;
+  if (j.contains("async_progress")) {
+    const nlohmann::json& v = j.at("async_progress");
+    if (!v.is_boolean())
+      SL_THROW(InvalidArgument, where, ": field 'async_progress' must be true or false, not ",
+               v.dump());
+    c.async_progress = v.get<bool>();
+  }
   if (j.contains("efficiency")) {
     const nlohmann::json& e = object(j, "efficiency", where);
     CostModel& m = c.cost;

@@ -87,6 +87,10 @@ struct ClusterSpec {
   // ("host": {"memory_bandwidth_GBps": ...}); without it kDefaultHostMemoryBandwidth.
   double host_memory_bandwidth = kDefaultHostMemoryBandwidth;
   static constexpr double kDefaultHostMemoryBandwidth = 50e9;
+  // Whether a nonblocking collective advances while the rank computes (NCCL, the local backend's
+  // worker) or only while the rank is inside the library, waiting on it (Open MPI with no progress
+  // thread). Optional in a spec ("async_progress": true | false); `shardlab calibrate` measures it.
+  bool async_progress = true;
   CostModel cost;
   nlohmann::json json;  // the spec as read (written into a simulated run's meta.json)
 
