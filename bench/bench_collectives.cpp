@@ -4,9 +4,9 @@
 // bytes = the buffer (the full size), sent = what one rank sends (ring traffic; both as
 // core/comm/traffic.hpp defines them), algbw = bytes / time, busbw = algbw * bus factor (bytes
 // per second). A 256 MiB memcpy gives the machine's copy bandwidth for comparison. The
-// collectives that have an out-of-place form run in place too, as `<name>/local_in_place`
-// (all_gather's send block is the rank's slot of recv, the way FSDP's unshard calls it:
-// core/fsdp/unshard.cpp).
+// collectives that have an out-of-place form run in place too, as `<name>/local_in_place` and
+// `<name>/mpi_in_place` (all_gather's send block is the rank's slot of recv, the way FSDP's unshard
+// calls it: core/fsdp/unshard.cpp).
 //
 //   build/bin/bench_collectives --benchmark_filter='bytes:(1048576|67108864)/'   (quick subset)
 //   mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/bench_collectives
@@ -194,14 +194,19 @@ void register_all() {
                 ->Unit(benchmark::kMicrosecond);
       }
     }
-    for (int64_t s : sizes)
-      benchmark::RegisterBenchmark((std::string(row.name) + "/mpi").c_str(), bm_collective, &row,
-                                   true, false)
-          ->Args({s, g_mpi_size})
-          ->ArgNames({"bytes", "ranks"})
-          ->Iterations(iterations_for(s))
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond);
+    // MPI too in both forms; `mpi_in_place` (MPI_IN_PLACE) is how the engine's unshard calls
+    // all_gather, the form `shardlab calibrate` times (docs/simulate-validation.md).
+    for (bool in_place : {false, true}) {
+      if (in_place && !row.out_of_place) continue;
+      const std::string name = std::string(row.name) + (in_place ? "/mpi_in_place" : "/mpi");
+      for (int64_t s : sizes)
+        benchmark::RegisterBenchmark(name.c_str(), bm_collective, &row, true, in_place)
+            ->Args({s, g_mpi_size})
+            ->ArgNames({"bytes", "ranks"})
+            ->Iterations(iterations_for(s))
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+    }
   }
   if (g_mpi_size == 0)
     for (int n : {2, 4})

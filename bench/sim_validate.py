@@ -10,8 +10,9 @@ merges whatever the cache holds:
   steps MODEL BACKEND  `shardlab train` (measured median step time, first step excluded) against
                      `shardlab simulate --cluster <the backend's spec>` with the same options, for
                      N = 1, 2, 4, no_shard and full_shard, prefetch 0 and 1
-  collectives BACKEND  bench_collectives (all_gather, reduce_scatter, all_reduce, N = 2, 64 KiB to
-                     256 MiB) against `shardlab simulate --collective-times` on the same spec
+  collectives BACKEND  bench_collectives (all_gather in place, reduce_scatter, all_reduce, N = 2,
+                     64 KiB to 256 MiB) against `shardlab simulate --collective-times` on the spec
+                     `shardlab calibrate` writes in the same turn of the lock
   report             writes the tables into --out between <!-- figure:sim-validation:begin/end -->
   all                every stage in order
 
@@ -39,6 +40,7 @@ STRATEGIES = ("no_shard", "full_shard")
 PREFETCH = (0, 1)
 COLL_OPS = ("all_gather", "reduce_scatter", "all_reduce")
 COLL_SIZES = [64 << 10 << (2 * i) for i in range(7)]  # 64 KiB .. 256 MiB, x4
+COLL_REPS = 3  # bench_collectives repetitions per row; the table takes their median
 LOCK = "/tmp/shardlab-build.lock"
 CORES = os.cpu_count() or 1
 
@@ -240,17 +242,31 @@ def stage_predict(a, cache):
 
 def stage_collectives(a, cache, backend):
     sizes = "|".join(str(s) for s in COLL_SIZES)
-    flt = f"^({'|'.join(COLL_OPS)})/{backend}(_in_place)?/bytes:({sizes})/ranks:2/"
+    # The forms the engine calls and calibrate times: all_gather in place, the reductions out of
+    # place (on both backends; bench_collectives has `_in_place` rows for local and MPI).
+    flt = (f"^(all_gather/{backend}_in_place|(reduce_scatter|all_reduce)/{backend})/"
+           f"bytes:({sizes})/ranks:2/")
     out = os.path.join(a.work, f"collectives-{backend}.json")
+    # Three repetitions, their median: one run's mean moves by 2x between runs minutes apart
+    # here (MPI most), more than the 20% being checked.
     cmd = [os.path.join(a.bin, "bench_collectives"), f"--benchmark_filter={flt}",
+           f"--benchmark_repetitions={COLL_REPS}", "--benchmark_report_aggregates_only=true",
            "--benchmark_out_format=json", f"--benchmark_out={out}"]
     if backend == "mpi":
         cmd = mpi_prefix(2) + cmd
     with Locked(f"collectives {backend}") as lk:
+        # Calibrated in the same turn of the lock as the measurement it predicts, as the steps
+        # stages do: on this shared machine the collectives' times move by 2x and more between
+        # turns (MPI's polling ranks most: any third process on the 2 cores stalls them).
+        calibrate(a, cache, backend, coll_spec_path(a.work, backend))
         run(cmd)
     cache.put(f"coll/{backend}/load", [lk.load_before, lk.load_after])
     cache.put(f"coll/{backend}/command", " ".join(cmd))
     predict_collectives(a, cache, backend)
+
+
+def coll_spec_path(work, backend):
+    return os.path.join(work, f"this-machine-{backend}-collectives.json")
 
 
 def predict_collectives(a, cache, backend):
@@ -260,10 +276,12 @@ def predict_collectives(a, cache, backend):
         return
     # Each collective in the form the engine calls it, which is also the form calibrate times:
     # all_gather in place (unshard gathers into the buffer that holds the rank's own shard,
-    # core/fsdp/unshard.cpp), the reductions out of place. A backend without in-place rows (MPI
-    # here) gives its only form.
+    # core/fsdp/unshard.cpp), the reductions out of place. A result file without the engine's
+    # form (made before bench_collectives had MPI in-place rows) gives the form it has.
     rows = {}
     for b in json.load(open(out))["benchmarks"]:
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue  # with repetitions: the median of their means
         op, where = b["name"].split("/")[:2]
         nbytes = int(b["name"].split("bytes:")[1].split("/")[0])
         scale = {"us": 1e-6, "ms": 1e-3, "ns": 1e-9, "s": 1.0}[b["time_unit"]]
@@ -273,8 +291,11 @@ def predict_collectives(a, cache, backend):
         engine_form = op == "all_gather"
         t = rows.get((op, nbytes, engine_form), rows.get((op, nbytes, not engine_form)))
         measured[(op, nbytes)] = t
-    p = run([os.path.join(a.bin, "shardlab"), "simulate", "--cluster",
-             spec_path(a.work, backend, 2), "--ranks", "2", "--collective-times"])
+    spec = coll_spec_path(a.work, backend)
+    if not os.path.exists(spec):
+        spec = spec_path(a.work, backend, 2)
+    p = run([os.path.join(a.bin, "shardlab"), "simulate", "--cluster", spec, "--ranks", "2",
+             "--collective-times"])
     for line in p.stdout.splitlines():
         r = json.loads(line)
         k = (r["op"], r["bytes"])
@@ -442,7 +463,29 @@ def stage_phases(a, model, backend, n, strategy, pf):
 
 
 def fmt_bytes(n):
-    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.3g} MiB"
+    return f"{n / (1 << 10):.3g} KiB"
+
+
+def spec_fits(work, backend):
+    """The calibrated spec's per-collective regimes, one clause per collective."""
+    path = coll_spec_path(work, backend)
+    if not os.path.exists(path):
+        return ""
+    coll = json.load(open(path))["intra_node"].get("collectives", {})
+    out = []
+    for op in COLL_OPS:
+        regs = coll.get(op)
+        if regs is None:
+            continue
+        regs = regs if isinstance(regs, list) else [regs]
+        parts = []
+        for r in regs:
+            bound = f" up to {fmt_bytes(r['up_to_bytes'])}" if "up_to_bytes" in r else ""
+            parts.append(f"{r['latency_us']:.1f} us, {r['bandwidth_GBps']:.2f} GB/s{bound}")
+        out.append(f"{op} " + "; ".join(parts))
+    return " | ".join(out)
 
 
 def report(a, cache):
@@ -484,7 +527,13 @@ def report(a, cache):
         if not load:
             continue
         lines.append(f"**Collectives, {backend}, N = 2** (`{d.get(f'coll/{backend}/command')}`; "
-                     f"load {load[0]} -> {load[1]}): predicted / measured time per call\n")
+                     f"load {load[0]} -> {load[1]}): predicted / measured time per call (measured: the median of the {COLL_REPS} repetitions)\n")
+        fits = spec_fits(a.work, backend)
+        if fits:
+            lines.append(f"Fitted by `shardlab calibrate` in the same turn of the lock "
+                         f"({os.path.basename(coll_spec_path(a.work, backend))}, "
+                         f"intra_node.collectives; alpha, beta and the buffers each regime "
+                         f"serves): {fits}\n")
         lines.append("| size | " + " | ".join(COLL_OPS) + " |")
         lines.append("| --- |" + " --- |" * len(COLL_OPS))
         for s in COLL_SIZES:

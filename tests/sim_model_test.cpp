@@ -10,6 +10,7 @@
 #include <sstream>
 #include <vector>
 
+#include "apps/shardlab/calibrate_collectives.hpp"
 #include "apps/shardlab/simulate_command.hpp"
 #include "core/base/virtual_clock.hpp"
 #include "core/comm/comm_common.hpp"
@@ -180,6 +181,139 @@ TEST(SimTopology, RingInsideANodeHierarchicalAcrossTreeForSmallAllReduce) {
   EXPECT_EQ(collective_ns(*spec, place_group(*spec, {5}), CommOp::all_gather, int64_t(S)), 0);
 }
 
+TEST(SimTopology, PerCollectiveFitsOfALinkPriceTheirCollectiveByBufferRegime) {
+  // What calibrate writes: all_gather in two regimes (cached up to 2 MiB, then from memory),
+  // reduce_scatter in one, all_reduce in one; broadcast keeps the link's own alpha-beta.
+  nlohmann::json j = nlohmann::json::parse(cluster_preset_json("h100-sxm"));
+  j["intra_node"]["collectives"] = {
+      {"all_gather",
+       {{{"up_to_bytes", 2 << 20}, {"bandwidth_GBps", 20}, {"latency_us", 10}},
+        {{"bandwidth_GBps", 2}, {"latency_us", 0}}}},
+      {"reduce_scatter", {{"bandwidth_GBps", 0.5}, {"latency_us", 30}}},
+      {"all_reduce", {{{"bandwidth_GBps", 1}, {"latency_us", 5}}}}};
+  const ClusterSpec spec = parse_cluster_spec(j, "test spec");
+  const GroupPlacement two = place_group(spec, {0, 1});
+  const double small = 1 << 20, large = 64 << 20;
+  EXPECT_EQ(collective_ns(spec, two, CommOp::all_gather, int64_t(small)),
+            ns(10e-6 + small / 2 / 20e9));
+  EXPECT_EQ(collective_ns(spec, two, CommOp::all_gather, 2 << 20), ns(10e-6 + (1 << 20) / 20e9));
+  EXPECT_EQ(collective_ns(spec, two, CommOp::all_gather, int64_t(large)), ns(large / 2 / 2e9));
+  EXPECT_EQ(collective_ns(spec, two, CommOp::reduce_scatter, int64_t(large)),
+            ns(30e-6 + large / 2 / 0.5e9));
+  // all_reduce: its own fit over the two ring passes, and no tree even for a small buffer.
+  EXPECT_EQ(collective_ns(spec, two, CommOp::all_reduce, 4096), ns(2 * (5e-6 + 2048 / 1e9)));
+  EXPECT_EQ(collective_algorithm(spec, two, CommOp::all_reduce, 4096),
+            "ring, intra-node, alpha-beta of this collective");
+  const Link in = spec.intra_node;
+  EXPECT_EQ(collective_ns(spec, two, CommOp::broadcast, int64_t(large)),
+            ns(in.latency + large / in.bandwidth));
+  // Across nodes the inter-node link has no fits: the hierarchical all_gather uses the intra-node
+  // fit inside each node and the link's own alpha-beta across.
+  std::vector<int> two_nodes;
+  for (int r = 0; r < 16; ++r) two_nodes.push_back(r);
+  const Link ex = spec.inter_node;
+  const double S = 256.0 * 1024 * 1024;
+  EXPECT_EQ(collective_ns(spec, place_group(spec, two_nodes), CommOp::all_gather, int64_t(S)),
+            ns((ex.latency + S / 16 / ex.bandwidth) + 7 * (S / 8 / 2e9)));
+}
+
+TEST(SimTopology, BadPerCollectiveFitsNameTheirField) {
+  const auto error_of = [](const nlohmann::json& collectives) {
+    nlohmann::json j = nlohmann::json::parse(cluster_preset_json("h100-sxm"));
+    j["inter_node"]["collectives"] = collectives;
+    try {
+      parse_cluster_spec(j, "test spec");
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const auto has = [](const std::string& what, const char* want) {
+    return what.find(want) != std::string::npos;
+  };
+  EXPECT_PRED2(has, error_of({{"all_gather", {{"bandwidth_GBps", 0}, {"latency_us", 1}}}}),
+               "field 'inter_node.collectives.all_gather.bandwidth_GBps' = 0 must be > 0");
+  EXPECT_PRED2(has,
+               error_of({{"reduce_scatter",
+                          {{{"up_to_bytes", 1024}, {"bandwidth_GBps", 1}, {"latency_us", 0}},
+                           {{"bandwidth_GBps", -3}, {"latency_us", 0}}}}}),
+               "field 'inter_node.collectives.reduce_scatter[1].bandwidth_GBps' = -3 must be > 0");
+  EXPECT_PRED2(has, error_of({{"all_reduce", {{"bandwidth_GBps", "fast"}, {"latency_us", 1}}}}),
+               "field 'inter_node.collectives.all_reduce.bandwidth_GBps' must be a number");
+  EXPECT_PRED2(has, error_of({{"all_reduce", {{"bandwidth_GBps", 1}, {"latency_us", -1}}}}),
+               "field 'inter_node.collectives.all_reduce.latency_us' = -1 must be >= 0");
+  EXPECT_PRED2(has, error_of({{"broadcast", {{"bandwidth_GBps", 1}, {"latency_us", 1}}}}),
+               "field 'inter_node.collectives.broadcast': unknown collective");
+  EXPECT_PRED2(has, error_of({{"all_gather", 3}}),
+               "field 'inter_node.collectives.all_gather' must be an object or a non-empty array");
+  EXPECT_PRED2(has, error_of({{"all_gather", nlohmann::json::array()}}),
+               "field 'inter_node.collectives.all_gather' must be an object or a non-empty array");
+  EXPECT_PRED2(has, error_of(nlohmann::json::array({1, 2})),
+               "field 'inter_node.collectives' must be an object");
+  // Every regime but the last is bounded, the bounds ascend, and the last is not bounded.
+  EXPECT_PRED2(has,
+               error_of({{"all_gather",
+                          {{{"bandwidth_GBps", 1}, {"latency_us", 0}},
+                           {{"bandwidth_GBps", 1}, {"latency_us", 0}}}}}),
+               "field 'inter_node.collectives.all_gather[0].up_to_bytes' is missing");
+  EXPECT_PRED2(
+      has,
+      error_of({{"all_gather",
+                 {{{"up_to_bytes", 0}, {"bandwidth_GBps", 1}, {"latency_us", 0}},
+                  {{"bandwidth_GBps", 1}, {"latency_us", 0}}}}}),
+      "field 'inter_node.collectives.all_gather[0].up_to_bytes' = 0 must be an integer > 0");
+  EXPECT_PRED2(has,
+               error_of({{"all_gather",
+                          {{{"up_to_bytes", 4096}, {"bandwidth_GBps", 1}, {"latency_us", 0}},
+                           {{"up_to_bytes", 1024}, {"bandwidth_GBps", 1}, {"latency_us", 0}},
+                           {{"bandwidth_GBps", 1}, {"latency_us", 0}}}}}),
+               "field 'inter_node.collectives.all_gather[1].up_to_bytes' = 1024 must exceed");
+  EXPECT_PRED2(
+      has,
+      error_of({{"all_gather", {{"up_to_bytes", 4096}, {"bandwidth_GBps", 1}, {"latency_us", 0}}}}),
+      "field 'inter_node.collectives.all_gather.up_to_bytes' must be absent");
+}
+
+// ---- calibrate's fit of the collectives ---------------------------------------------------------
+
+TEST(SimCalibrate, OneLineWhereOneHolds) {
+  // Times of an exact ring line on 2 ranks (alpha 20 us, beta 2 GB/s): one regime, recovered.
+  std::vector<CollectiveSample> s;
+  for (int64_t b = 64 << 10; b <= (64 << 20); b *= 2) s.push_back({b, 20e-6 + double(b) / 2 / 2e9});
+  const CollectiveFit f = fit_collective(s, 2, 1);
+  ASSERT_EQ(f.regimes.size(), 1u);
+  EXPECT_NEAR(f.regimes[0].latency, 20e-6, 1e-9);
+  EXPECT_NEAR(f.regimes[0].bandwidth, 2e9, 1e3);
+  EXPECT_EQ(f.regimes[0].up_to_bytes, 0);
+  EXPECT_LT(f.worst_error, 1e-6);
+}
+
+TEST(SimCalibrate, TwoRegimesWithTheKneeWhereTheLinesCross) {
+  // Buffers up to 2 MiB at 8 GB/s and 25 us, larger ones at 1 GB/s from 0: no single line holds
+  // 10% over both; the fit finds the two and puts the knee where they cross (between 2 and 4 MiB).
+  // all_reduce's 2 (n - 1) steps on 2 ranks: steps = 2.
+  const auto truth = [](double b) {
+    return b <= (2 << 20) ? 2 * (25e-6 + b / 2 / 8e9) : 2 * (b / 2 / 1e9);
+  };
+  std::vector<CollectiveSample> s;
+  for (int64_t b = 64 << 10; b <= (64 << 20); b *= 2) s.push_back({b, truth(double(b))});
+  const CollectiveFit f = fit_collective(s, 2, 2);
+  ASSERT_EQ(f.regimes.size(), 2u);
+  EXPECT_NEAR(f.regimes[0].bandwidth, 8e9, 1e4);
+  EXPECT_NEAR(f.regimes[0].latency, 25e-6, 1e-10);
+  EXPECT_NEAR(f.regimes[1].bandwidth, 1e9, 1e3);
+  EXPECT_NEAR(f.regimes[1].latency, 0, 1e-10);
+  // The two lines cross at 57 KB (50 us + S / 8 GB/s = S / 1 GB/s), outside [2, 4] MiB: the knee
+  // is the geometric middle of the two sizes.
+  EXPECT_EQ(f.regimes[0].up_to_bytes, std::llround(std::sqrt(double(2 << 20) * double(4 << 20))));
+  EXPECT_LT(f.worst_error, 1e-6);
+  for (const CollectiveSample& x : s)
+    EXPECT_NEAR(fit_seconds(f, 2, 2, double(x.bytes)) / x.seconds, 1.0, 1e-6) << x.bytes;
+  // A bad sample is refused.
+  s[3].seconds = 0;
+  EXPECT_THROW(fit_collective(s, 2, 2), InvalidArgument);
+}
+
 // ---- the SimCommunicator ------------------------------------------------------------------------
 
 TEST(SimComm, CountsBytesAsTheLocalBackendDoes) {
@@ -235,6 +369,58 @@ TEST(SimComm, AsyncReturnsAtOnceAndWaitJoinsTheCollectivesEnd) {
   Work w3 = world->all_gather(b.as<char>() + 3 * count * 4, b.data(), count, DType::f32, true);
   w3.wait();
   EXPECT_EQ(clock.now_ns, 8 * one);  // issued on an idle stream: starts at once
+}
+
+TEST(SimComm, WithoutAsyncProgressACollectiveRunsOnlyOnceTheRankWaits) {
+  // "async_progress": false (Open MPI without a progress thread, as calibrate finds it): an async
+  // collective does not overlap compute; it starts when the rank waits on it, and a wait runs the
+  // earlier pending ones first, in issue order; a blocking call progresses the pending ones too.
+  nlohmann::json j = nlohmann::json::parse(cluster_preset_json("h100-sxm"));
+  j["async_progress"] = false;
+  auto spec = std::make_shared<const ClusterSpec>(parse_cluster_spec(j, "test spec"));
+  MemoryTracker tracker;
+  VirtualClock clock;
+  MetaDevice dev(tracker, *spec, clock, GemmMath::fp32);
+  auto world = make_sim_communicator(spec, 8, 3, dev, clock);
+  const int64_t count = 1 << 20;
+  Buffer b = dev.alloc(8 * count * 4, MemCategory::params_unsharded);
+  char* mine = b.as<char>() + 3 * count * 4;
+  const int64_t one = collective_ns(*spec, place_group(*spec, {0, 1, 2, 3, 4, 5, 6, 7}),
+                                    CommOp::all_gather, 8 * count * 4);
+  Work w1 = world->all_gather(mine, b.data(), count, DType::f32, true);
+  Work w2 = world->all_gather(mine, b.data(), count, DType::f32, true);
+  clock.advance(one / 2);  // compute: the collectives do not move meanwhile
+  EXPECT_FALSE(w1.done());
+  w2.wait();  // runs w1, then w2, from now
+  EXPECT_EQ(clock.now_ns, one / 2 + 2 * one);
+  EXPECT_TRUE(w1.done());
+  w1.wait();
+  EXPECT_EQ(clock.now_ns, one / 2 + 2 * one);
+  Work w3 = world->all_gather(mine, b.data(), count, DType::f32, true);
+  clock.advance(one);
+  world->all_gather(mine, b.data(), count, DType::f32, false);  // blocking: w3 first, then this
+  EXPECT_EQ(clock.now_ns, one / 2 + 2 * one + one + 2 * one);
+  w3.wait();
+  // The default (async progress): the same pattern overlaps the compute.
+  VirtualClock clock2;
+  MetaDevice dev2(tracker, *h100(), clock2, GemmMath::fp32);
+  auto world2 = make_sim_communicator(h100(), 8, 3, dev2, clock2);
+  Work v1 = world2->all_gather(mine, b.data(), count, DType::f32, true);
+  Work v2 = world2->all_gather(mine, b.data(), count, DType::f32, true);
+  clock2.advance(one / 2);
+  v2.wait();
+  EXPECT_EQ(clock2.now_ns, 2 * one);
+  v1.wait();
+  // A bad value names the field.
+  j["async_progress"] = "no";
+  try {
+    parse_cluster_spec(j, "test spec");
+    FAIL() << "a string async_progress was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("field 'async_progress' must be true or false"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(SimComm, HybridGroupsKnowWhetherTheyStayInsideANode) {

@@ -1,5 +1,6 @@
 // Calibration: GEMM rates, copy bandwidth and collective alpha-beta measured on this machine.
 #include "apps/shardlab/calibrate.hpp"
+#include "apps/shardlab/calibrate_collectives.hpp"
 
 #include <unistd.h>
 
@@ -205,32 +206,6 @@ KernelFit measure_kernel_efficiency(const CalibrateOptions& o, double copy_bw, s
   return fit;
 }
 
-// all_gather of the whole buffer `S` bytes on the launched ranks, `reps` times on every rank (the
-// ranks must agree on the number of calls); rank 0's best time, or this process's rank's under MPI.
-double time_all_gather(const CalibrateOptions& o, int64_t S, int reps) {
-  double best = 0;
-  LaunchOptions lo;
-  lo.backend = o.backend;
-  lo.ranks = o.ranks;
-  launch(lo, [&](RankContext& ctx) {
-    const int n = ctx.world;
-    const int64_t count = std::max<int64_t>(1, S / 4 / n);
-    Buffer buf = ctx.device->alloc_zeros(count * n * 4, MemCategory::workspace);
-    char* p = buf.as<char>();
-    double t_best = 1e30;
-    for (int i = 0; i <= reps; ++i) {  // the first is a warm-up
-      const auto t = Clock::now();
-      ctx.comm->all_gather(p + ctx.rank * count * 4, p, count, DType::f32);
-      if (i > 0) t_best = std::min(t_best, since(t));
-    }
-    // Local ranks are threads of this process: rank 0's time. Under MPI this process is one rank
-    // and has only its own time (taking rank 0's left the other processes with 0, an infinite
-    // bandwidth, and they write --out too).
-    if (ctx.rank == 0 || o.backend != "local") best = t_best;
-  });
-  return best;
-}
-
 }  // namespace
 
 nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& log) {
@@ -244,19 +219,9 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
   const double bw = measure_copy_bandwidth(o, log);
   const KernelFit kernel_eff = measure_kernel_efficiency(o, bw, log);
 
-  // The ring: t(S) = (n - 1)(alpha + S / n / beta); two sizes give alpha and beta.
+  // The collectives: per collective alpha-beta regimes (calibrate_collectives.hpp).
   const int n = o.ranks;
-  const int64_t small = 64 << 10, large = o.quick ? (int64_t{16} << 20) : (int64_t{64} << 20);
-  const int reps_small = o.quick ? 50 : 200, reps_large = o.quick ? 3 : 10;
-  const double ts = time_all_gather(o, small, reps_small);
-  const double tl = time_all_gather(o, large, reps_large);
-  const double per_byte =
-      std::max(1e-15, (tl - ts) / (n - 1) / (static_cast<double>(large - small) / n));
-  const double beta = 1.0 / per_byte;
-  const double alpha = std::max(0.0, ts / (n - 1) - static_cast<double>(small) / n * per_byte);
-  log << "  all_gather " << format_bytes(small) << ": " << ts * 1e6 << " us, "
-      << format_bytes(large) << ": " << tl * 1e3 << " ms -> alpha " << alpha * 1e6 << " us, beta "
-      << beta * 1e-9 << " GB/s\n";
+  const MeasuredCollectives coll = measure_collectives(o, log);
 
   char host[256] = "this machine";
   gethostname(host, sizeof host - 1);
@@ -264,16 +229,20 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
   char when[32];
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   const double peak_tflops = g.peak * 1e-12;
-  const nlohmann::json link = {{"bandwidth_GBps", beta * 1e-9}, {"latency_us", alpha * 1e6}};
+  const nlohmann::json link = {{"bandwidth_GBps", coll.bandwidth * 1e-9},
+                               {"latency_us", coll.latency * 1e6},
+                               {"collectives", coll.per_op}};
   return {
       {"name", "this-machine"},
       {"source",
        std::string("measured by shardlab calibrate on ") + host + " at " + when + ": " +
            std::to_string(n) + " ranks (" + o.backend +
            "), sgemm with one BLAS thread in three layouts, a large copy, each kernel against it, "
-           "all_gather alpha-beta; CPU "
+           "all_gather (in place), reduce_scatter and all_reduce (out of place) fitted each to "
+           "alpha-beta regimes by buffer size over 64 KiB to 64 MiB, median calls; CPU "
            "ranks have no tensor cores, so fp32, tf32 and bf16 are the one sgemm rate"},
       {"nodes", 1},
+      {"async_progress", coll.async_progress},
       {"ranks_per_node", n},
       {"gpu",
        {{"name", "CPU rank (one BLAS thread)"},

@@ -6,8 +6,11 @@
 //   memory bandwidth of a large copy (bytes read plus written per second), and how close a mix of
 //     element-wise and row kernels (layernorm, GELU, softmax, AdamW) comes to it: the spec's
 //     memory_efficiency;
-//   the collectives' alpha and beta: all_gather of a small and a large buffer on the ranks,
-//     solved for the ring's (n - 1)(alpha + S / n / beta).
+//   the collectives' alpha and beta per collective (all_gather in place, reduce_scatter and
+//     all_reduce out of place, as the engine calls them): the median call over buffer sizes from
+//     64 KiB to 64 MiB, fitted to the ring's (n - 1)(alpha + S / n / beta) in one to three
+//     regimes by size (calibrate_collectives.hpp); the link's own alpha and beta are
+//     all_gather's smallest-regime alpha and largest-regime beta.
 // The machine is one node of --ranks ranks; its inter-node link is the same measured link.
 #pragma once
 

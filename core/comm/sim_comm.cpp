@@ -3,6 +3,8 @@
 #include "core/comm/sim_comm.hpp"
 
 #include <algorithm>
+#include <deque>
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -16,6 +18,25 @@ namespace shardlab {
 
 namespace {
 
+struct SimOp;
+
+// A communicator's stream of collectives. With the spec's async_progress (the default) each one
+// is timed when issued: it starts then, or when the previous one ends. Without it (MPI with no
+// progress thread: a nonblocking collective moves only while the rank is inside the library) an
+// async one stays pending until the rank waits on it or makes a blocking call on the stream;
+// then the pending ones run in issue order from that moment.
+struct SimStream {
+  int64_t free_ns = 0;
+  struct Pending {
+    std::weak_ptr<SimOp> op;
+    int64_t duration = 0;
+  };
+  std::deque<Pending> pending;
+  // Runs the pending collectives from `now`, in order, up to and including `until` (all of them
+  // when null).
+  void progress(int64_t now, const SimOp* until);
+};
+
 // One simulated collective; also its completion handle. Its span is recorded when it is waited
 // on (t_wait known) or, if nobody waits, when the handle goes away.
 struct SimOp final : Work::State {
@@ -28,15 +49,19 @@ struct SimOp final : Work::State {
   int64_t bytes = 0, sent = 0;
   CommTimes times;
   bool reported = false;
+  bool pending = false;  // not timed yet: waits for the rank to enter the library (SimStream)
+  std::shared_ptr<SimStream> stream;
 
   void wait() override {
     if (reported) return;
     if (async) times.t_wait = clock->now_ns;
+    if (pending) stream->progress(clock->now_ns, this);
     clock->join(times.t_end);
     report();
   }
-  bool done() const override { return clock->now_ns >= times.t_end; }
+  bool done() const override { return !pending && clock->now_ns >= times.t_end; }
   ~SimOp() override {
+    if (pending) stream->progress(clock->now_ns, this);
     if (!reported) report();
   }
   void report() {
@@ -44,6 +69,23 @@ struct SimOp final : Work::State {
     if (op != CommOp::split) record_comm_span(rec, op, info, bytes, sent, dtype, times);
   }
 };
+
+void SimStream::progress(int64_t now, const SimOp* until) {
+  int64_t t = std::max(now, free_ns);
+  while (!pending.empty()) {
+    const Pending p = pending.front();
+    pending.pop_front();
+    const std::shared_ptr<SimOp> op = p.op.lock();
+    if (op) {
+      op->times.t_start = t;
+      op->times.t_end = t + p.duration;
+      op->pending = false;
+    }
+    t += p.duration;
+    free_ns = t;
+    if (until != nullptr && op.get() == until) break;
+  }
+}
 
 class SimComm final : public Communicator {
  public:
@@ -123,10 +165,18 @@ class SimComm final : public Communicator {
     w->bytes = collective_bytes(op, count, t, size_);
     w->sent = sent_bytes(op, count, t, size_);
     const int64_t seq = flight_->issued(op, info, count, t, size_);
+    const int64_t duration = collective_ns(*spec_, placement_, op, w->bytes);
     w->times.t_issue = clock_.now_ns;
-    w->times.t_start = std::max(clock_.now_ns, stream_free_ns_);
-    w->times.t_end = w->times.t_start + collective_ns(*spec_, placement_, op, w->bytes);
-    stream_free_ns_ = w->times.t_end;
+    w->stream = stream_;
+    if (async && !spec_->async_progress) {
+      w->pending = true;  // timed when the rank next waits or calls in blocking (SimStream)
+      stream_->pending.push_back({w, duration});
+    } else {
+      stream_->progress(clock_.now_ns, nullptr);  // a blocking call progresses the pending ones
+      w->times.t_start = std::max(clock_.now_ns, stream_->free_ns);
+      w->times.t_end = w->times.t_start + duration;
+      stream_->free_ns = w->times.t_end;
+    }
     flight_->ended(seq, true, -1);
     Work work(w);
     if (!async) work.wait();
@@ -138,7 +188,7 @@ class SimComm final : public Communicator {
   GroupPlacement placement_;
   Device& device_;
   VirtualClock& clock_;
-  int64_t stream_free_ns_ = 0;
+  std::shared_ptr<SimStream> stream_ = std::make_shared<SimStream>();
 };
 
 }  // namespace

@@ -4,9 +4,12 @@
 // a communicator's collectives in issue order on one worker): it starts when issued, or when the
 // stream's previous collective ends, and takes what the topology model (topology.hpp) gives for its
 // group's placement on the cluster. An async call returns at once; waiting joins the rank's compute
-// clock to the collective's end. Bytes are counted with the functions every backend uses
-// (traffic.hpp) and spans recorded with record_comm_span. Like the local backend's collectives
-// (which reduce in registers), a simulated one takes no memory: a simulated rank's memory is the
+// clock to the collective's end. A spec with "async_progress": false (MPI without a progress
+// thread, as `shardlab calibrate --backend mpi` finds it) starts an async collective only when the
+// rank waits on it or makes a blocking call on that communicator: it does not overlap compute.
+// Bytes are counted with the functions every backend uses (traffic.hpp) and spans recorded with
+// record_comm_span. Like the local backend's collectives (which reduce in registers), a simulated
+// one takes no memory: a simulated rank's memory is the
 // local backend's, category by category.
 #pragma once
 

@@ -20,14 +20,25 @@ int log2_ceil(int n) {
   return k;
 }
 
-// all_gather (or, mirrored, reduce_scatter) of a buffer of S bytes.
-double gather_like(const ClusterSpec& s, const GroupPlacement& g, double S) {
+// all_gather (or, mirrored, reduce_scatter) of a buffer of S bytes; `op` picks the links'
+// per-collective alpha and beta where the spec has them (all_reduce's are fitted to its two ring
+// passes, each of them this).
+double gather_like(const ClusterSpec& s, const GroupPlacement& g, double S, const char* op) {
   const int n = g.size;
-  if (g.intra_node()) return ring(n, S / n, s.intra_node);
-  if (!g.uniform) return ring(n, S / n, s.inter_node);  // a flat ring, bound by the slowest link
+  const Link in = s.intra_node.for_op(op, S), ex = s.inter_node.for_op(op, S);
+  if (g.intra_node()) return ring(n, S / n, in);
+  if (!g.uniform) return ring(n, S / n, ex);  // a flat ring, bound by the slowest link
   // Hierarchical: across nodes, each of the per_node rails moves its 1/n chunks; then inside
   // each node the per_node ranks exchange what they hold (S / per_node each).
-  return ring(g.nodes, S / n, s.inter_node) + ring(g.per_node, S / g.per_node, s.intra_node);
+  return ring(g.nodes, S / n, ex) + ring(g.per_node, S / g.per_node, in);
+}
+
+// The links the group crosses carry an all_reduce of their own (calibrate measured it): its
+// fit already holds whichever algorithm the library ran, so no tree is chosen on top of it.
+bool measured_all_reduce(const ClusterSpec& s, const GroupPlacement& g) {
+  const char* op = comm_op_name(CommOp::all_reduce);
+  return g.intra_node() ? s.intra_node.has_op(op)
+                        : s.inter_node.has_op(op) && (g.per_node == 1 || s.intra_node.has_op(op));
 }
 
 double tree_all_reduce(const ClusterSpec& s, const GroupPlacement& g, double S) {
@@ -36,8 +47,9 @@ double tree_all_reduce(const ClusterSpec& s, const GroupPlacement& g, double S) 
 }
 
 bool tree_wins(const ClusterSpec& s, const GroupPlacement& g, double S) {
-  return S <= s.cost.tree_allreduce_max_bytes &&
-         tree_all_reduce(s, g, S) < 2.0 * gather_like(s, g, S);
+  const char* op = comm_op_name(CommOp::all_reduce);
+  return S <= s.cost.tree_allreduce_max_bytes && !measured_all_reduce(s, g) &&
+         tree_all_reduce(s, g, S) < 2.0 * gather_like(s, g, S, op);
 }
 
 double seconds(const ClusterSpec& s, const GroupPlacement& g, CommOp op, double S) {
@@ -45,9 +57,10 @@ double seconds(const ClusterSpec& s, const GroupPlacement& g, CommOp op, double 
   const Link& slow = g.intra_node() ? s.intra_node : s.inter_node;
   switch (op) {
     case CommOp::all_gather:
-    case CommOp::reduce_scatter: return gather_like(s, g, S);
+    case CommOp::reduce_scatter: return gather_like(s, g, S, comm_op_name(op));
     case CommOp::all_reduce:
-      return tree_wins(s, g, S) ? tree_all_reduce(s, g, S) : 2.0 * gather_like(s, g, S);
+      return tree_wins(s, g, S) ? tree_all_reduce(s, g, S)
+                                : 2.0 * gather_like(s, g, S, comm_op_name(op));
     case CommOp::broadcast:  // pipelined down a tree: the depth's latency, the bytes once
       return log2_ceil(g.size) * slow.latency + S / slow.bandwidth;
     case CommOp::barrier:
@@ -80,9 +93,13 @@ std::string collective_algorithm(const ClusterSpec& s, const GroupPlacement& g, 
   if (op == CommOp::barrier || op == CommOp::split) return "tree (latency only)";
   if (op == CommOp::all_reduce && tree_wins(s, g, static_cast<double>(bytes)))
     return g.intra_node() ? "tree, intra-node" : "tree, inter-node";
-  if (g.intra_node()) return "ring, intra-node";
-  if (!g.uniform) return "ring, inter-node (flat)";
-  return g.per_node > 1 ? "hierarchical: ring across nodes + ring inside each" : "ring, inter-node";
+  const Link& l = g.intra_node() ? s.intra_node : s.inter_node;
+  const std::string fitted = l.has_op(comm_op_name(op)) ? ", alpha-beta of this collective" : "";
+  if (g.intra_node()) return "ring, intra-node" + fitted;
+  if (!g.uniform) return "ring, inter-node (flat)" + fitted;
+  return (g.per_node > 1 ? "hierarchical: ring across nodes + ring inside each"
+                         : "ring, inter-node") +
+         fitted;
 }
 
 }  // namespace shardlab

@@ -6,6 +6,10 @@
 //     NIC, so the m rails run in parallel) and a ring inside each node;
 //   all_reduce: reduce-scatter then all-gather, or a binary tree when the buffer is small
 //     (<= tree_allreduce_max_bytes), whichever is faster, as NCCL's tuner picks.
+// Where a link carries per-collective fits (Link::per_op, written by `shardlab calibrate`), each
+// ring step of all_gather, reduce_scatter and all_reduce over that link uses that collective's
+// alpha and beta for the buffer's size regime, and all_reduce takes no tree (its fit is of what
+// the library actually runs).
 #pragma once
 
 #include <cstdint>

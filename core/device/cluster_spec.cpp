@@ -2,6 +2,7 @@
 #include "core/device/cluster_spec.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -101,14 +102,95 @@ std::string text(const nlohmann::json& j, const char* key, const std::string& wh
   return v.get<std::string>();
 }
 
+// One regime of a link's per-collective fit: {"bandwidth_GBps", "latency_us"[, "up_to_bytes"]}.
+LinkRegime regime(const nlohmann::json& r, const std::string& path, bool bounded,
+                  const std::string& where) {
+  if (!r.is_object())
+    SL_THROW(InvalidArgument, where, ": field '", path, "' must be an object, not ", r.dump());
+  LinkRegime g;
+  g.bandwidth = number(r, "bandwidth_GBps", path + ".bandwidth_GBps", where) * 1e9;
+  g.latency = number(r, "latency_us", path + ".latency_us", where, true) * 1e-6;
+  if (bounded) {
+    const nlohmann::json& u = field(r, "up_to_bytes", path + ".up_to_bytes", where);
+    if (!u.is_number_integer() || u.get<int64_t>() < 1)
+      SL_THROW(InvalidArgument, where, ": field '", path, ".up_to_bytes' = ", u.dump(),
+               " must be an integer > 0 (every regime but the last has one)");
+    g.up_to_bytes = u.get<int64_t>();
+  } else if (r.contains("up_to_bytes")) {
+    SL_THROW(InvalidArgument, where, ": field '", path,
+             ".up_to_bytes' must be absent: the last regime serves every larger buffer");
+  }
+  return g;
+}
+
+// A link's optional "collectives": per collective one regime (an object) or several (an array,
+// ascending up_to_bytes, the last unbounded).
+void link_collectives(const nlohmann::json& o, const std::string& k, Link& l,
+                      const std::string& where) {
+  const std::string path = k + ".collectives";
+  const nlohmann::json& c = o.at("collectives");
+  if (!c.is_object())
+    SL_THROW(InvalidArgument, where, ": field '", path, "' must be an object, not ", c.dump());
+  for (auto it = c.begin(); it != c.end(); ++it) {
+    int op = -1;
+    for (int i = 0; i < 3; ++i)
+      if (it.key() == Link::kLinkOps[i]) op = i;
+    if (op < 0)
+      SL_THROW(InvalidArgument, where, ": field '", path, ".", it.key(),
+               "': unknown collective (known: all_gather, reduce_scatter, all_reduce)");
+    const std::string p = path + "." + it.key();
+    std::vector<LinkRegime>& out = l.per_op[op];
+    if (it->is_object()) {
+      out.push_back(regime(*it, p, false, where));
+    } else if (it->is_array() && !it->empty()) {
+      for (size_t i = 0; i < it->size(); ++i) {
+        const std::string pi = p + "[" + std::to_string(i) + "]";
+        out.push_back(regime(it->at(i), pi, i + 1 < it->size(), where));
+        if (i > 0 && i + 1 < it->size() && out[i].up_to_bytes <= out[i - 1].up_to_bytes)
+          SL_THROW(InvalidArgument, where, ": field '", pi, ".up_to_bytes' = ", out[i].up_to_bytes,
+                   " must exceed the previous regime's ", out[i - 1].up_to_bytes);
+      }
+    } else {
+      SL_THROW(InvalidArgument, where, ": field '", p,
+               "' must be an object or a non-empty array of regimes, not ", it->dump());
+    }
+  }
+}
+
 Link link(const nlohmann::json& j, const char* key, const std::string& where) {
   const nlohmann::json& o = object(j, key, where);
   const std::string k(key);
-  return {number(o, "bandwidth_GBps", k + ".bandwidth_GBps", where) * 1e9,
-          number(o, "latency_us", k + ".latency_us", where, true) * 1e-6};
+  Link l;
+  l.bandwidth = number(o, "bandwidth_GBps", k + ".bandwidth_GBps", where) * 1e9;
+  l.latency = number(o, "latency_us", k + ".latency_us", where, true) * 1e-6;
+  if (o.contains("collectives")) link_collectives(o, k, l, where);
+  return l;
 }
 
 }  // namespace
+
+bool Link::has_op(const char* op) const {
+  for (int i = 0; i < 3; ++i)
+    if (std::strcmp(op, kLinkOps[i]) == 0) return !per_op[i].empty();
+  return false;
+}
+
+Link Link::for_op(const char* op, double bytes) const {
+  for (int i = 0; i < 3; ++i) {
+    if (std::strcmp(op, kLinkOps[i]) != 0 || per_op[i].empty()) continue;
+    for (const LinkRegime& r : per_op[i])
+      if (r.up_to_bytes == 0 || bytes <= static_cast<double>(r.up_to_bytes)) {
+        Link l;
+        l.bandwidth = r.bandwidth;
+        l.latency = r.latency;
+        return l;
+      }
+  }
+  Link l;
+  l.bandwidth = bandwidth;
+  l.latency = latency;
+  return l;
+}
 
 const char* gemm_math_name(GemmMath m) {
   switch (m) {
@@ -158,6 +240,13 @@ ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where
     c.host_memory_bandwidth = number(object(j, "host", where), "memory_bandwidth_GBps",
                                      "host.memory_bandwidth_GBps", where) *
                               1e9;
+  if (j.contains("async_progress")) {
+    const nlohmann::json& v = j.at("async_progress");
+    if (!v.is_boolean())
+      SL_THROW(InvalidArgument, where, ": field 'async_progress' must be true or false, not ",
+               v.dump());
+    c.async_progress = v.get<bool>();
+  }
   if (j.contains("efficiency")) {
     const nlohmann::json& e = object(j, "efficiency", where);
     CostModel& m = c.cost;

@@ -9,6 +9,9 @@
 //            "memory_GiB": 80, "memory_bandwidth_GBps": 3350},
 //    "intra_node": {"bandwidth_GBps": 450, "latency_us": 3},   // per GPU, one direction
 //    "inter_node": {"bandwidth_GBps": 50, "latency_us": 6},    // per GPU, one direction
+//    (a link may carry "collectives": {"all_gather": [{"up_to_bytes": 2097152,
+//     "bandwidth_GBps": 9, "latency_us": 12}, {"bandwidth_GBps": 1.2, "latency_us": 0}], ...}:
+//     per-collective alpha-beta regimes, optional; see Link)
 //    "host_link":  {"bandwidth_GBps": 64, "latency_us": 10},
 //    "host": {"memory_bandwidth_GBps": 76.8},                  // optional: per GPU's share
 //    "efficiency": {...}}                                      // optional, see CostModel
@@ -28,9 +31,30 @@ enum class GemmMath : uint8_t { fp32, tf32, bf16 };
 const char* gemm_math_name(GemmMath m);
 GemmMath parse_gemm_math(const std::string& s);  // "fp32" | "tf32" | "bf16"; throws InvalidArgument
 
+// One alpha-beta regime of a collective measured on a link: buffers up to `up_to_bytes` (the
+// collective's full buffer, as collective_bytes counts it; 0 = no bound, the last regime).
+struct LinkRegime {
+  double bandwidth = 0;     // bytes/s
+  double latency = 0;       // seconds per ring step
+  int64_t up_to_bytes = 0;  // this regime serves buffers <= this; 0: every larger buffer
+};
+
 struct Link {
+  Link() = default;
+  Link(double bandwidth_, double latency_) : bandwidth(bandwidth_), latency(latency_) {}
   double bandwidth = 0;  // bytes/s, one direction, per GPU
   double latency = 0;    // seconds per message (alpha)
+  // Optional per collective ("collectives": {"all_gather": ..., "reduce_scatter": ...,
+  // "all_reduce": ...} in the spec's link), as `shardlab calibrate` fits them: the alpha and beta
+  // of the ring formula that reproduce that collective's measured times on this link, in one or
+  // more regimes by buffer size (a buffer that stays in the caches copies faster than one from
+  // memory). Empty: the link's own alpha and beta. Index: kLinkOps.
+  std::vector<LinkRegime> per_op[3];
+  static constexpr const char* kLinkOps[3] = {"all_gather", "reduce_scatter", "all_reduce"};
+  // The alpha-beta the collective `op` (one of kLinkOps; any other name: the link's own) sees for
+  // a buffer of `bytes`.
+  Link for_op(const char* op, double bytes) const;
+  bool has_op(const char* op) const;
 };
 
 // The assumptions of the cost model that are not datasheet figures. Defaults are documented in
@@ -63,6 +87,10 @@ struct ClusterSpec {
   // ("host": {"memory_bandwidth_GBps": ...}); without it kDefaultHostMemoryBandwidth.
   double host_memory_bandwidth = kDefaultHostMemoryBandwidth;
   static constexpr double kDefaultHostMemoryBandwidth = 50e9;
+  // Whether a nonblocking collective advances while the rank computes (NCCL, the local backend's
+  // worker) or only while the rank is inside the library, waiting on it (Open MPI with no progress
+  // thread). Optional in a spec ("async_progress": true | false); `shardlab calibrate` measures it.
+  bool async_progress = true;
   CostModel cost;
   nlohmann::json json;  // the spec as read (written into a simulated run's meta.json)
 

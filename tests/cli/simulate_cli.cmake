@@ -53,6 +53,14 @@ string(REPLACE "\"ranks_per_node\": 8" "\"ranks_per_node\": 0" zero_rpn "${prese
 file(WRITE ${WORK_DIR}/zero_rpn.json "${zero_rpn}")
 expect_error(zero_ranks_per_node "field 'ranks_per_node' = 0 must be in \\[1, 1048576\\]"
              ${sim} --cluster zero_rpn.json --ranks 8)
+# Per-collective fits on a link (what calibrate writes): a bad figure names its field.
+string(REPLACE "\"inter_node\": {\"bandwidth_GBps\": 25, \"latency_us\": 5}"
+       "\"inter_node\": {\"bandwidth_GBps\": 25, \"latency_us\": 5, \"collectives\": {\"reduce_scatter\": [{\"up_to_bytes\": 4194304, \"bandwidth_GBps\": 9, \"latency_us\": 1}, {\"bandwidth_GBps\": -2, \"latency_us\": 0}]}}"
+       per_op_negative "${preset}")
+file(WRITE ${WORK_DIR}/per_op_negative.json "${per_op_negative}")
+expect_error(per_op_negative_bandwidth
+             "cluster file per_op_negative.json: field 'inter_node.collectives.reduce_scatter\\[1\\].bandwidth_GBps' = -2 must be > 0"
+             ${sim} --cluster per_op_negative.json --ranks 8)
 file(WRITE ${WORK_DIR}/broken.json "{\"name\": \"x\",")
 expect_error(not_json "cluster file broken.json: not valid JSON" ${sim} --cluster broken.json)
 expect_error(ranks_not_whole_nodes "--ranks 12 is not a multiple of cluster 'h100-sxm' ranks_per_node 8"
@@ -69,7 +77,8 @@ expect_error(batch_split "--batch 8 must split evenly over --ranks 16" ${sim} --
 # ---- calibrate: a measured spec that simulate reads; --cluster this-machine measures in place
 run_ok(cal calibrate --seconds 0.02 --out measured.json)
 file(READ ${WORK_DIR}/measured.json measured)
-foreach(want "\"name\": \"this-machine\"" "\"source\": \"measured by shardlab calibrate" "\"ranks_per_node\": 2")
+foreach(want "\"name\": \"this-machine\"" "\"source\": \"measured by shardlab calibrate" "\"ranks_per_node\": 2"
+             "\"collectives\": {" "\"all_gather\": \\[" "\"reduce_scatter\": \\[" "\"all_reduce\": \\[")
   if(NOT measured MATCHES "${want}")
     message(FATAL_ERROR "the measured spec lacks ${want}:\n${measured}")
   endif()
