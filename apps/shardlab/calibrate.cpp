@@ -9,6 +9,7 @@
 #include <ctime>
 #include <functional>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <vector>
 
@@ -205,24 +206,55 @@ KernelFit measure_kernel_efficiency(const CalibrateOptions& o, double copy_bw, s
   return fit;
 }
 
-// all_gather of the whole buffer `S` bytes on the launched ranks, `reps` times on every rank (the
-// ranks must agree on the number of calls); rank 0's best time, or this process's rank's under MPI.
+// --link-groups: this rank's group (the ranks r with r mod G = this rank's r mod G), or null when
+// the collectives run on the whole world.
+std::unique_ptr<Communicator> link_group(const CalibrateOptions& o, RankContext& ctx) {
+  if (o.link_groups <= 1) return nullptr;
+  if (ctx.world % o.link_groups != 0 || ctx.world / o.link_groups < 2)
+    SL_THROW(InvalidArgument, "calibrate: --link-groups ", o.link_groups, " must divide the ",
+             ctx.world, " ranks into groups of two or more");
+  if (ctx.world != o.ranks)
+    SL_THROW(InvalidArgument, "calibrate: --link-groups needs --ranks ", o.ranks,
+             " to be the number of ranks launched, ", ctx.world);
+  return ctx.comm->split(ctx.rank % o.link_groups, ctx.rank);
+}
+
+// --link-groups: the largest of every rank's time. The groups need not share the links evenly
+// (two TCP streams over one veth split it unequally), and a training step waits for the slowest.
+double slowest_rank(RankContext& ctx, double seconds) {
+  std::vector<float> all(static_cast<size_t>(ctx.world), 0.0f);
+  all[static_cast<size_t>(ctx.rank)] = static_cast<float>(seconds);
+  ctx.comm->all_gather(all.data() + ctx.rank, all.data(), 1, DType::f32);
+  return *std::max_element(all.begin(), all.end());
+}
+
+// The ranks in one group of the collectives: --ranks, or --ranks / --link-groups.
+int link_group_size(const CalibrateOptions& o) {
+  return o.link_groups > 1 ? o.ranks / o.link_groups : o.ranks;
+}
+
+// all_gather of the whole buffer `S` bytes on the launched ranks (on each --link-groups group),
+// `reps` times on every rank (the ranks must agree on the number of calls); rank 0's best time, or
+// this process's rank's under MPI (with --link-groups, the slowest rank's).
 double time_all_gather(const CalibrateOptions& o, int64_t S, int reps) {
   double best = 0;
   LaunchOptions lo;
   lo.backend = o.backend;
   lo.ranks = o.ranks;
   launch(lo, [&](RankContext& ctx) {
-    const int n = ctx.world;
+    std::unique_ptr<Communicator> group = link_group(o, ctx);
+    Communicator& comm = group ? *group : *ctx.comm;
+    const int n = comm.size();
     const int64_t count = std::max<int64_t>(1, S / 4 / n);
     Buffer buf = ctx.device->alloc_zeros(count * n * 4, MemCategory::workspace);
     char* p = buf.as<char>();
     double t_best = 1e30;
     for (int i = 0; i <= reps; ++i) {  // the first is a warm-up
       const auto t = Clock::now();
-      ctx.comm->all_gather(p + ctx.rank * count * 4, p, count, DType::f32);
+      comm.all_gather(p + comm.rank() * count * 4, p, count, DType::f32);
       if (i > 0) t_best = std::min(t_best, since(t));
     }
+    if (group) t_best = slowest_rank(ctx, t_best);
     // Local ranks are threads of this process: rank 0's time. Under MPI this process is one rank
     // and has only its own time (taking rank 0's left the other processes with 0, an infinite
     // bandwidth, and they write --out too).
@@ -239,13 +271,16 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
              " must be >= 2 (collectives need two ranks to measure a link)");
   if (!(o.seconds_per_point > 0 && o.seconds_per_point <= 60))
     SL_THROW(InvalidArgument, "calibrate: --seconds ", o.seconds_per_point, " must be in (0, 60]");
+  if (o.link_groups < 1 || o.ranks % o.link_groups != 0 || link_group_size(o) < 2)
+    SL_THROW(InvalidArgument, "calibrate: --link-groups ", o.link_groups, " must divide --ranks ",
+             o.ranks, " into groups of two or more");
   log << "calibrating this machine (" << o.ranks << " ranks, backend " << o.backend << ")\n";
   const GemmFit g = measure_gemm(o, log);
   const double bw = measure_copy_bandwidth(o, log);
   const KernelFit kernel_eff = measure_kernel_efficiency(o, bw, log);
 
   // The ring: t(S) = (n - 1)(alpha + S / n / beta); two sizes give alpha and beta.
-  const int n = o.ranks;
+  const int n = link_group_size(o);
   const int64_t small = 64 << 10, large = o.quick ? (int64_t{16} << 20) : (int64_t{64} << 20);
   const int reps_small = o.quick ? 50 : 200, reps_large = o.quick ? 3 : 10;
   const double ts = time_all_gather(o, small, reps_small);
@@ -269,9 +304,13 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
       {"name", "this-machine"},
       {"source",
        std::string("measured by shardlab calibrate on ") + host + " at " + when + ": " +
-           std::to_string(n) + " ranks (" + o.backend +
+           std::to_string(o.ranks) + " ranks (" + o.backend +
            "), sgemm with one BLAS thread in three layouts, a large copy, each kernel against it, "
-           "all_gather alpha-beta; CPU "
+           "all_gather alpha-beta" +
+           (o.link_groups > 1 ? " on " + std::to_string(o.link_groups) +
+                                    " groups of ranks at once (links shared between them)"
+                              : std::string()) +
+           "; CPU "
            "ranks have no tensor cores, so fp32, tf32 and bf16 are the one sgemm rate"},
       {"nodes", 1},
       {"ranks_per_node", n},
