@@ -12,6 +12,7 @@ merges whatever the cache holds:
                      N = 1, 2, 4, no_shard and full_shard, prefetch 0 and 1
   collectives BACKEND  bench_collectives (all_gather, reduce_scatter, all_reduce, N = 2, 64 KiB to
                      256 MiB) against `shardlab simulate --collective-times` on the same spec
+  cpuspeed           bench_cpu_speed: each CPU's sgemm rate in 100 ms windows, alone and all at once
   report             writes the tables into --out between <!-- figure:sim-validation:begin/end -->
   all                every stage in order
 
@@ -415,6 +416,24 @@ def stage_netns(a, cache):
         netns_teardown()
 
 
+def stage_cpuspeed(a, cache):
+    """bench_cpu_speed: each CPU's sgemm rate in 100 ms windows, one CPU alone and all at once
+    (docs/simulate-validation.md, "Ranks in lockstep on a noisy machine")."""
+    out = os.path.join(a.work, "cpu-speed.json")
+    cmd = [os.path.join(a.bin, "bench_cpu_speed"), "--benchmark_format=json",
+           f"--benchmark_out={out}", "--benchmark_out_format=json"]
+    with Locked("cpuspeed") as lk:
+        run(cmd)
+    for b in json.load(open(out))["benchmarks"]:
+        cpus = int(b["name"].split("cpus:")[1].split("/")[0])
+        keys = ("best_GFLOPs", "median_GFLOPs", "fast_fraction", "all_fast_fraction",
+                "lockstep_GFLOPs")
+        cache.put(f"cpuspeed/{cpus}", {k: b[k] for k in keys})
+        print(f"  {cpus} CPU(s): " + ", ".join(f"{k} {b[k]:.2f}" for k in keys), flush=True)
+    cache.put("cpuspeed/load", [lk.load_before, lk.load_after])
+    cache.put("cpuspeed/command", "build/bin/bench_cpu_speed")
+
+
 def span_phases(run_dir):
     """Per step, the time of each (lane, op, root|block) span summed; the median over the steps
     after the first. And the median step time."""
@@ -436,10 +455,15 @@ def span_phases(run_dir):
 
 def stage_phases(a, model, backend, n, strategy, pf):
     """One configuration's spans, measured against simulated (the runs of the steps and predict
-    stages)."""
-    real = os.path.join(a.work, "runs", run_name(model, backend, int(n), strategy, int(pf)))
+    stages). `phases netns MODEL STRATEGY`: a run of the netns stage."""
+    if model == "netns":
+        real = os.path.join(a.work, "runs", f"netns-{backend}-{n}")
+        title = f"netns {backend} {n} (2 namespaces x 2 MPI ranks)"
+    else:
+        real = os.path.join(a.work, "runs", run_name(model, backend, int(n), strategy, int(pf)))
+        title = f"{model} {backend} N={n} {strategy} prefetch {pf}"
     (m, m_step), (p, p_step) = span_phases(real), span_phases(real + "-sim")
-    print(f"{model} {backend} N={n} {strategy} prefetch {pf}: ms per step (median)\n")
+    print(f"{title}: ms per step (median)\n")
     print("| lane | span | units | measured | predicted | predicted / measured |")
     print("| --- | --- | --- | --- | --- | --- |")
     for k in sorted(set(m) | set(p)):
@@ -507,6 +531,21 @@ def report(a, cache):
                 cells.append(f"{ratio:.2f} ({1e6 * r['measured_s']:.0f} us){mark}")
             lines.append(f"| {fmt_bytes(s)} | " + " | ".join(cells) + " |")
         lines.append("")
+    if d.get("cpuspeed/load"):
+        load = d["cpuspeed/load"]
+        lines.append(f"**Each CPU's sgemm rate over time** (`{d['cpuspeed/command']}`: 1024 x 768 "
+                     f"x 256 on one thread pinned to each CPU, 10 s, in 100 ms windows; load "
+                     f"{load[0]} -> {load[1]})\n")
+        lines.append("| CPUs at once | best GFLOP/s | median GFLOP/s | windows fast (>= 75% of "
+                     "best), per CPU | windows with every CPU fast | lockstep GFLOP/s (slowest "
+                     "CPU per window) |")
+        lines.append("| --- | --- | --- | --- | --- | --- |")
+        for k in sorted(k for k in d if k.startswith("cpuspeed/") and k[9:].isdigit()):
+            r = d[k]
+            lines.append(f"| {k[9:]} | {r['best_GFLOPs']:.0f} | {r['median_GFLOPs']:.0f} | "
+                         f"{100 * r['fast_fraction']:.0f}% | {100 * r['all_fast_fraction']:.0f}% | "
+                         f"{r['lockstep_GFLOPs']:.0f} |")
+        lines.append("")
     if d.get("netns/unavailable"):
         lines.append(f"**Two namespaces over a slow link**: not possible here: "
                      f"{d['netns/unavailable']}\n")
@@ -553,8 +592,8 @@ def main():
     ap.add_argument("--out", default="docs/simulate-validation.md")
     ap.add_argument("--no-lock", action="store_true",
                     help="the caller holds /tmp/shardlab-build.lock (flock LOCK python3 ...)")
-    ap.add_argument("stage", choices=["calibrate", "steps", "collectives", "netns", "predict", "phases", "report",
-                             "all"])
+    ap.add_argument("stage", choices=["calibrate", "steps", "collectives", "netns", "cpuspeed",
+                                      "predict", "phases", "report", "all"])
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
     Locked.take = not a.no_lock
@@ -573,11 +612,17 @@ def main():
             sys.exit("sim_validate: collectives BACKEND (local|mpi)")
         stage_collectives(a, cache, a.args[0])
     elif a.stage == "phases":
-        if len(a.args) != 5:
-            sys.exit("sim_validate: phases MODEL BACKEND N STRATEGY PREFETCH")
-        stage_phases(a, *a.args)
+        if len(a.args) == 3 and a.args[0] == "netns":
+            stage_phases(a, *a.args, None, None)
+        elif len(a.args) != 5:
+            sys.exit("sim_validate: phases MODEL BACKEND N STRATEGY PREFETCH, or phases netns "
+                     "MODEL STRATEGY")
+        else:
+            stage_phases(a, *a.args)
     elif a.stage == "netns":
         stage_netns(a, cache)
+    elif a.stage == "cpuspeed":
+        stage_cpuspeed(a, cache)
     elif a.stage == "predict":
         stage_predict(a, cache)
     elif a.stage == "report":
@@ -591,6 +636,7 @@ def main():
         for backend in ("local", "mpi"):
             stage_collectives(a, cache, backend)
         stage_netns(a, cache)
+        stage_cpuspeed(a, cache)
         stage_predict(a, cache)
         report(a, cache)
 
