@@ -2,10 +2,10 @@
 // 768 x 256, a shape of the `small` model's MLP, one BLAS thread) for a few seconds, and the work
 // done in each 100 ms window gives every CPU's rate over time. On a virtual machine whose vCPUs
 // share physical cores with other guests, a vCPU's rate can halve for a second or more at a time,
-// independently of the other vCPU (docs/simulate-validation.md, "Ranks in lockstep on a noisy
-// machine"). Ranks that synchronise run at the pace of the slowest of them, so the figure a
-// data-parallel step sees is `lockstep_GFLOPs` (per window, the slowest CPU's rate; their mean),
-// not the best rate calibrate keeps.
+// independently of the other vCPU (docs/simulate-validation.md, "Local full_shard at N = 2:
+// ranks in lockstep on a noisy machine"). Ranks that synchronise run at the pace of the slowest of
+// them, so the figure a data-parallel step sees is `lockstep_GFLOPs` (per window, the slowest CPU's
+// rate; their mean), not the best rate calibrate keeps.
 //
 //   bench_cpu_speed --benchmark_counters_tabular=true
 //   counters: best_GFLOPs (the fastest window of any CPU), median_GFLOPs (over every CPU's

@@ -471,6 +471,32 @@ def stage_phases(a, model, backend, n, strategy, pf):
         ratio = f"{pv / mv:.2f}" if mv > 0 else "-"
         print(f"| {k[0]} | {k[1]} | {k[2]} | {mv:.1f} | {pv:.1f} | {ratio} |")
     print(f"| step | | | {m_step:.1f} | {p_step:.1f} | {p_step / m_step:.2f} |")
+    rows = rank_steps(real)
+    if len(rows) > 1:
+        print("\nmeasured, each step after the first: step ms / compute spans ms / ms waiting in "
+              "collectives for the last rank to arrive (the local backend's rendezvous `wait`; "
+              "0 under MPI, which does not measure it)\n")
+        for r, steps in enumerate(rows):
+            print(f"rank {r}: " + "  ".join(f"{t:.0f}/{c:.0f}/{w:.0f}" for t, c, w in steps))
+
+
+def rank_steps(run_dir):
+    """Per rank, per step after the first: (step ms, compute spans ms, rendezvous wait ms)."""
+    out = []
+    for r in range(64):
+        path = os.path.join(run_dir, f"rank{r}.jsonl")
+        if not os.path.exists(path):
+            break
+        events = [json.loads(line) for line in open(path)]
+        ends = [e["t"] for e in events if e["kind"] == "step"]
+        steps = []
+        for i in range(1, len(ends)):
+            spans = [e for e in events if e["kind"] == "span" and ends[i - 1] < e["t_end"] <= ends[i]]
+            comp = sum(e["t_end"] - e["t_start"] for e in spans if e["lane"] == "compute")
+            wait = sum(e.get("wait") or 0 for e in spans if e["lane"] == "comm")
+            steps.append(((ends[i] - ends[i - 1]) / 1e6, comp / 1e6, wait / 1e6))
+        out.append(steps)
+    return out
 
 
 def fmt_bytes(n):
