@@ -418,7 +418,7 @@ def stage_netns(a, cache):
 
 def stage_cpuspeed(a, cache):
     """bench_cpu_speed: each CPU's sgemm rate in 100 ms windows, one CPU alone and all at once
-    (docs/simulate-validation.md, "Ranks in lockstep on a noisy machine")."""
+    (docs/simulate-validation.md, "Local full_shard at N = 2: ranks in lockstep ...")."""
     out = os.path.join(a.work, "cpu-speed.json")
     cmd = [os.path.join(a.bin, "bench_cpu_speed"), "--benchmark_format=json",
            f"--benchmark_out={out}", "--benchmark_out_format=json"]
