@@ -424,13 +424,16 @@ def stage_cpuspeed(a, cache):
            f"--benchmark_out={out}", "--benchmark_out_format=json"]
     with Locked("cpuspeed") as lk:
         run(cmd)
+    # Each run is kept (the speeds move from one minute to the next): one row per run and CPUs.
+    when = time.strftime("%H:%M", time.gmtime(lk.t0))
     for b in json.load(open(out))["benchmarks"]:
         cpus = int(b["name"].split("cpus:")[1].split("/")[0])
         keys = ("best_GFLOPs", "median_GFLOPs", "fast_fraction", "all_fast_fraction",
                 "lockstep_GFLOPs")
-        cache.put(f"cpuspeed/{cpus}", {k: b[k] for k in keys})
+        row = {k: b[k] for k in keys}
+        row.update(when=when, load=[lk.load_before, lk.load_after])
+        cache.put(f"cpuspeed/run/{when}/{cpus}", row)
         print(f"  {cpus} CPU(s): " + ", ".join(f"{k} {b[k]:.2f}" for k in keys), flush=True)
-    cache.put("cpuspeed/load", [lk.load_before, lk.load_after])
     cache.put("cpuspeed/command", "build/bin/bench_cpu_speed")
 
 
@@ -557,18 +560,20 @@ def report(a, cache):
                 cells.append(f"{ratio:.2f} ({1e6 * r['measured_s']:.0f} us){mark}")
             lines.append(f"| {fmt_bytes(s)} | " + " | ".join(cells) + " |")
         lines.append("")
-    if d.get("cpuspeed/load"):
-        load = d["cpuspeed/load"]
-        lines.append(f"**Each CPU's sgemm rate over time** (`{d['cpuspeed/command']}`: 1024 x 768 "
-                     f"x 256 on one thread pinned to each CPU, 10 s, in 100 ms windows; load "
-                     f"{load[0]} -> {load[1]})\n")
-        lines.append("| CPUs at once | best GFLOP/s | median GFLOP/s | windows fast (>= 75% of "
-                     "best), per CPU | windows with every CPU fast | lockstep GFLOP/s (slowest "
-                     "CPU per window) |")
-        lines.append("| --- | --- | --- | --- | --- | --- |")
-        for k in sorted(k for k in d if k.startswith("cpuspeed/") and k[9:].isdigit()):
+    speed_runs = sorted(k for k in d if k.startswith("cpuspeed/run/"))
+    if speed_runs:
+        lines.append(f"**Each CPU's sgemm rate over time** (`{d['cpuspeed/command']}`, the "
+                     "`cpuspeed` stage: 1024 x 768 x 256 on one thread pinned to each CPU, 10 s, "
+                     "in 100 ms windows; one CPU alone, then all at once; each run of the stage "
+                     "is a pair of rows)\n")
+        lines.append("| run (UTC, load) | CPUs at once | best GFLOP/s | median GFLOP/s | windows "
+                     "fast (>= 75% of best), per CPU | windows with every CPU fast | lockstep "
+                     "GFLOP/s (slowest CPU per window) |")
+        lines.append("| --- | --- | --- | --- | --- | --- | --- |")
+        for k in speed_runs:
             r = d[k]
-            lines.append(f"| {k[9:]} | {r['best_GFLOPs']:.0f} | {r['median_GFLOPs']:.0f} | "
+            lines.append(f"| {r['when']} ({r['load'][0].split()[0]}) | {k.split('/')[-1]} | "
+                         f"{r['best_GFLOPs']:.0f} | {r['median_GFLOPs']:.0f} | "
                          f"{100 * r['fast_fraction']:.0f}% | {100 * r['all_fast_fraction']:.0f}% | "
                          f"{r['lockstep_GFLOPs']:.0f} |")
         lines.append("")
