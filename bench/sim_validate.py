@@ -13,6 +13,7 @@ merges whatever the cache holds:
   collectives BACKEND  bench_collectives (all_gather in place, reduce_scatter, all_reduce, N = 2,
                      64 KiB to 256 MiB) against `shardlab simulate --collective-times` on the spec
                      `shardlab calibrate` writes in the same turn of the lock
+  cpuspeed           bench_cpu_speed: each CPU's sgemm rate in 100 ms windows, alone and all at once
   report             writes the tables into --out between <!-- figure:sim-validation:begin/end -->
   all                every stage in order
 
@@ -401,19 +402,27 @@ def stage_netns(a, cache):
     shardlab = os.path.join(a.bin, "shardlab")
     try:
         with Locked("netns") as lk:
-            # The two links, each measured by calibrate on 2 MPI ranks: inside one namespace
-            # (TCP over its own address) and across the pair (one rank in each).
+            # The links, each measured by calibrate over MPI/TCP: inside one namespace (2 ranks
+            # there, TCP over its own address), across the pair with one rank in each ("alone"),
+            # and across the pair with 2 ranks in each, both pairs (0, 2) and (1, 3) crossing at
+            # once (--link-groups 2): the share of the one veth a rank gets while the other rank
+            # of its namespace crosses too, as in every collective of a 2 x 2 training step. The
+            # spec takes that one: the simulator's inter_node bandwidth is per rank, and the
+            # namespaces have one link each, not one per rank.
             specs = {}
-            for where, per_node, nodes in (("intra", 2, 1), ("inter", 1, 2)):
+            for where, per_node, nodes, extra in (("intra", 2, 1, []), ("inter-alone", 1, 2, []),
+                                                  ("inter", 2, 2, ["--link-groups", "2"])):
                 out = os.path.join(a.work, f"netns-{where}.json")
                 cmd = netns_mpirun(a.work, agent, per_node, nodes) + [
-                    shardlab, "calibrate", "--ranks", "2", "--backend", "mpi", "--out", out]
+                    shardlab, "calibrate", "--ranks", str(per_node * nodes), "--backend", "mpi",
+                    *extra, "--out", out]
                 p = run(cmd)
                 print(p.stderr, end="")
                 specs[where] = json.load(open(out))
             links = {"intra_node": specs["intra"]["intra_node"],
                      "inter_node": specs["inter"]["inter_node"]}
             cache.put("netns/links", links)
+            cache.put("netns/link_alone", specs["inter-alone"]["inter_node"])
             runs = os.path.join(a.work, "runs")
             os.makedirs(runs, exist_ok=True)
             for model, label, opts in netns_configs():
@@ -426,6 +435,27 @@ def stage_netns(a, cache):
         cache.put("netns/load", [lk.load_before, lk.load_after])
     finally:
         netns_teardown()
+
+
+def stage_cpuspeed(a, cache):
+    """bench_cpu_speed: each CPU's sgemm rate in 100 ms windows, one CPU alone and all at once
+    (docs/simulate-validation.md, "Local full_shard at N = 2: ranks in lockstep ...")."""
+    out = os.path.join(a.work, "cpu-speed.json")
+    cmd = [os.path.join(a.bin, "bench_cpu_speed"), "--benchmark_format=json",
+           f"--benchmark_out={out}", "--benchmark_out_format=json"]
+    with Locked("cpuspeed") as lk:
+        run(cmd)
+    # Each run is kept (the speeds move from one minute to the next): one row per run and CPUs.
+    when = time.strftime("%H:%M", time.gmtime(lk.t0))
+    for b in json.load(open(out))["benchmarks"]:
+        cpus = int(b["name"].split("cpus:")[1].split("/")[0])
+        keys = ("best_GFLOPs", "median_GFLOPs", "fast_fraction", "all_fast_fraction",
+                "lockstep_GFLOPs")
+        row = {k: b[k] for k in keys}
+        row.update(when=when, load=[lk.load_before, lk.load_after])
+        cache.put(f"cpuspeed/run/{when}/{cpus}", row)
+        print(f"  {cpus} CPU(s): " + ", ".join(f"{k} {b[k]:.2f}" for k in keys), flush=True)
+    cache.put("cpuspeed/command", "build/bin/bench_cpu_speed")
 
 
 def span_phases(run_dir):
@@ -449,10 +479,15 @@ def span_phases(run_dir):
 
 def stage_phases(a, model, backend, n, strategy, pf):
     """One configuration's spans, measured against simulated (the runs of the steps and predict
-    stages)."""
-    real = os.path.join(a.work, "runs", run_name(model, backend, int(n), strategy, int(pf)))
+    stages). `phases netns MODEL STRATEGY`: a run of the netns stage."""
+    if model == "netns":
+        real = os.path.join(a.work, "runs", f"netns-{backend}-{n}")
+        title = f"netns {backend} {n} (2 namespaces x 2 MPI ranks)"
+    else:
+        real = os.path.join(a.work, "runs", run_name(model, backend, int(n), strategy, int(pf)))
+        title = f"{model} {backend} N={n} {strategy} prefetch {pf}"
     (m, m_step), (p, p_step) = span_phases(real), span_phases(real + "-sim")
-    print(f"{model} {backend} N={n} {strategy} prefetch {pf}: ms per step (median)\n")
+    print(f"{title}: ms per step (median)\n")
     print("| lane | span | units | measured | predicted | predicted / measured |")
     print("| --- | --- | --- | --- | --- | --- |")
     for k in sorted(set(m) | set(p)):
@@ -460,6 +495,32 @@ def stage_phases(a, model, backend, n, strategy, pf):
         ratio = f"{pv / mv:.2f}" if mv > 0 else "-"
         print(f"| {k[0]} | {k[1]} | {k[2]} | {mv:.1f} | {pv:.1f} | {ratio} |")
     print(f"| step | | | {m_step:.1f} | {p_step:.1f} | {p_step / m_step:.2f} |")
+    rows = rank_steps(real)
+    if len(rows) > 1:
+        print("\nmeasured, each step after the first: step ms / compute spans ms / ms waiting in "
+              "collectives for the last rank to arrive (the local backend's rendezvous `wait`; "
+              "0 under MPI, which does not measure it)\n")
+        for r, steps in enumerate(rows):
+            print(f"rank {r}: " + "  ".join(f"{t:.0f}/{c:.0f}/{w:.0f}" for t, c, w in steps))
+
+
+def rank_steps(run_dir):
+    """Per rank, per step after the first: (step ms, compute spans ms, rendezvous wait ms)."""
+    out = []
+    for r in range(64):
+        path = os.path.join(run_dir, f"rank{r}.jsonl")
+        if not os.path.exists(path):
+            break
+        events = [json.loads(line) for line in open(path)]
+        ends = [e["t"] for e in events if e["kind"] == "step"]
+        steps = []
+        for i in range(1, len(ends)):
+            spans = [e for e in events if e["kind"] == "span" and ends[i - 1] < e["t_end"] <= ends[i]]
+            comp = sum(e["t_end"] - e["t_start"] for e in spans if e["lane"] == "compute")
+            wait = sum(e.get("wait") or 0 for e in spans if e["lane"] == "comm")
+            steps.append(((ends[i] - ends[i - 1]) / 1e6, comp / 1e6, wait / 1e6))
+        out.append(steps)
+    return out
 
 
 def fmt_bytes(n):
@@ -548,6 +609,23 @@ def report(a, cache):
                 cells.append(f"{ratio:.2f} ({1e6 * r['measured_s']:.0f} us){mark}")
             lines.append(f"| {fmt_bytes(s)} | " + " | ".join(cells) + " |")
         lines.append("")
+    speed_runs = sorted(k for k in d if k.startswith("cpuspeed/run/"))
+    if speed_runs:
+        lines.append(f"**Each CPU's sgemm rate over time** (`{d['cpuspeed/command']}`, the "
+                     "`cpuspeed` stage: 1024 x 768 x 256 on one thread pinned to each CPU, 10 s, "
+                     "in 100 ms windows; one CPU alone, then all at once; each run of the stage "
+                     "is a pair of rows)\n")
+        lines.append("| run (UTC, load) | CPUs at once | best GFLOP/s | median GFLOP/s | windows "
+                     "fast (>= 75% of best), per CPU | windows with every CPU fast | lockstep "
+                     "GFLOP/s (slowest CPU per window) |")
+        lines.append("| --- | --- | --- | --- | --- | --- | --- |")
+        for k in speed_runs:
+            r = d[k]
+            lines.append(f"| {r['when']} ({r['load'][0].split()[0]}) | {k.split('/')[-1]} | "
+                         f"{r['best_GFLOPs']:.0f} | {r['median_GFLOPs']:.0f} | "
+                         f"{100 * r['fast_fraction']:.0f}% | {100 * r['all_fast_fraction']:.0f}% | "
+                         f"{r['lockstep_GFLOPs']:.0f} |")
+        lines.append("")
     if d.get("netns/unavailable"):
         lines.append(f"**Two namespaces over a slow link**: not possible here: "
                      f"{d['netns/unavailable']}\n")
@@ -556,8 +634,12 @@ def report(a, cache):
         lines.append(f"**Two namespaces over a {NET_RATE} veth, 2 MPI ranks in each** (4 ranks on "
                      f"{CORES} cores: ranks share cores; load {load[0]} -> {load[1]}). Links as "
                      f"calibrated: inside a namespace {sp['intra_node']['bandwidth_GBps']:.3f} GB/s, "
-                     f"{sp['intra_node']['latency_us']:.1f} us; across {sp['inter_node']['bandwidth_GBps']:.3f}"
-                     f" GB/s, {sp['inter_node']['latency_us']:.1f} us.\n")
+                     f"{sp['intra_node']['latency_us']:.1f} us; across, per rank while both ranks "
+                     f"of a namespace cross (`--link-groups 2`), "
+                     f"{sp['inter_node']['bandwidth_GBps']:.3f} GB/s, "
+                     f"{sp['inter_node']['latency_us']:.1f} us" +
+                     (f" (one rank alone: {d['netns/link_alone']['bandwidth_GBps']:.3f} GB/s)"
+                      if d.get("netns/link_alone") else "") + ".\n")
         lines.append("| model | strategy | measured ms | predicted ms | predicted / measured |")
         lines.append("| --- | --- | --- | --- | --- |")
         for k, r in sorted(d.items()):
@@ -590,8 +672,8 @@ def main():
     ap.add_argument("--out", default="docs/simulate-validation.md")
     ap.add_argument("--no-lock", action="store_true",
                     help="the caller holds /tmp/shardlab-build.lock (flock LOCK python3 ...)")
-    ap.add_argument("stage", choices=["calibrate", "steps", "collectives", "netns", "predict", "phases", "report",
-                             "all"])
+    ap.add_argument("stage", choices=["calibrate", "steps", "collectives", "netns", "cpuspeed",
+                                      "predict", "phases", "report", "all"])
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
     Locked.take = not a.no_lock
@@ -610,11 +692,17 @@ def main():
             sys.exit("sim_validate: collectives BACKEND (local|mpi)")
         stage_collectives(a, cache, a.args[0])
     elif a.stage == "phases":
-        if len(a.args) != 5:
-            sys.exit("sim_validate: phases MODEL BACKEND N STRATEGY PREFETCH")
-        stage_phases(a, *a.args)
+        if len(a.args) == 3 and a.args[0] == "netns":
+            stage_phases(a, *a.args, None, None)
+        elif len(a.args) != 5:
+            sys.exit("sim_validate: phases MODEL BACKEND N STRATEGY PREFETCH, or phases netns "
+                     "MODEL STRATEGY")
+        else:
+            stage_phases(a, *a.args)
     elif a.stage == "netns":
         stage_netns(a, cache)
+    elif a.stage == "cpuspeed":
+        stage_cpuspeed(a, cache)
     elif a.stage == "predict":
         stage_predict(a, cache)
     elif a.stage == "report":
@@ -628,6 +716,7 @@ def main():
         for backend in ("local", "mpi"):
             stage_collectives(a, cache, backend)
         stage_netns(a, cache)
+        stage_cpuspeed(a, cache)
         stage_predict(a, cache)
         report(a, cache)
 

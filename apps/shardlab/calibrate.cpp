@@ -10,6 +10,7 @@
 #include <ctime>
 #include <functional>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <vector>
 
@@ -214,13 +215,16 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
              " must be >= 2 (collectives need two ranks to measure a link)");
   if (!(o.seconds_per_point > 0 && o.seconds_per_point <= 60))
     SL_THROW(InvalidArgument, "calibrate: --seconds ", o.seconds_per_point, " must be in (0, 60]");
+  if (o.link_groups < 1 || o.ranks % o.link_groups != 0 || link_group_size(o) < 2)
+    SL_THROW(InvalidArgument, "calibrate: --link-groups ", o.link_groups, " must divide --ranks ",
+             o.ranks, " into groups of two or more");
   log << "calibrating this machine (" << o.ranks << " ranks, backend " << o.backend << ")\n";
   const GemmFit g = measure_gemm(o, log);
   const double bw = measure_copy_bandwidth(o, log);
   const KernelFit kernel_eff = measure_kernel_efficiency(o, bw, log);
 
   // The collectives: per collective alpha-beta regimes (calibrate_collectives.hpp).
-  const int n = o.ranks;
+  const int n = link_group_size(o);
   const MeasuredCollectives coll = measure_collectives(o, log);
 
   char host[256] = "this machine";
@@ -236,10 +240,14 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
       {"name", "this-machine"},
       {"source",
        std::string("measured by shardlab calibrate on ") + host + " at " + when + ": " +
-           std::to_string(n) + " ranks (" + o.backend +
+           std::to_string(o.ranks) + " ranks (" + o.backend +
            "), sgemm with one BLAS thread in three layouts, a large copy, each kernel against it, "
            "all_gather (in place), reduce_scatter and all_reduce (out of place) fitted each to "
-           "alpha-beta regimes by buffer size over 64 KiB to 64 MiB, median calls; CPU "
+           "alpha-beta regimes by buffer size over 64 KiB to 64 MiB, median calls" +
+           (o.link_groups > 1 ? " on " + std::to_string(o.link_groups) +
+                                    " groups of ranks at once (links shared between them)"
+                              : std::string()) +
+           "; CPU "
            "ranks have no tensor cores, so fp32, tf32 and bf16 are the one sgemm rate"},
       {"nodes", 1},
       {"async_progress", coll.async_progress},

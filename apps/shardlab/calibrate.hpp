@@ -12,6 +12,10 @@
 //     regimes by size (calibrate_collectives.hpp); the link's own alpha and beta are
 //     all_gather's smallest-regime alpha and largest-regime beta.
 // The machine is one node of --ranks ranks; its inter-node link is the same measured link.
+// With --link-groups G the collectives run on G groups at once (group g: the ranks r with
+// r mod G = g), so each rank's figure is its share of links the groups use together: launched with
+// G ranks on each of two hosts (one rank of every group on each), that is the inter-node bandwidth
+// one rank gets while all ranks of its node use the network, as a data-parallel step uses it.
 #pragma once
 
 #include <iosfwd>
@@ -26,6 +30,7 @@ struct CalibrateOptions {
   std::string backend = "local";   // local | mpi
   double seconds_per_point = 0.2;  // time spent on each measured size
   bool quick = false;              // fewer sizes and shorter runs (--cluster this-machine)
+  int link_groups = 1;             // collectives on this many concurrent groups (see above)
 };
 
 // The spec as JSON (parse_cluster_spec reads it); progress lines go to `log`.

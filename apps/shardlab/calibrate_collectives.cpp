@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -150,6 +151,32 @@ int calls_for(int64_t bytes, bool quick) {
   return static_cast<int>(std::clamp<int64_t>(c, quick ? 2 : 3, quick ? 11 : 25));
 }
 
+// --link-groups: this rank's group (the ranks r with r mod G = this rank's r mod G), or null when
+// the collectives run on the whole world.
+std::unique_ptr<Communicator> link_group(const CalibrateOptions& o, RankContext& ctx) {
+  if (o.link_groups <= 1) return nullptr;
+  if (ctx.world % o.link_groups != 0 || ctx.world / o.link_groups < 2)
+    SL_THROW(InvalidArgument, "calibrate: --link-groups ", o.link_groups, " must divide the ",
+             ctx.world, " ranks into groups of two or more");
+  if (ctx.world != o.ranks)
+    SL_THROW(InvalidArgument, "calibrate: --link-groups needs --ranks ", o.ranks,
+             " to be the number of ranks launched, ", ctx.world);
+  return ctx.comm->split(ctx.rank % o.link_groups, ctx.rank);
+}
+
+// --link-groups: each entry the largest over every rank's. The groups need not share the links
+// evenly (two TCP streams over one veth split it unequally), and a training step waits for the
+// slowest.
+void slowest_ranks(RankContext& ctx, std::vector<float>& v) {
+  const size_t k = v.size();
+  std::vector<float> all(k * static_cast<size_t>(ctx.world), 0.0f);
+  std::copy(v.begin(), v.end(), all.begin() + static_cast<std::ptrdiff_t>(k * ctx.rank));
+  ctx.comm->all_gather(all.data() + k * ctx.rank, all.data(), static_cast<int64_t>(k),
+                       DType::f32);
+  for (int r = 0; r < ctx.world; ++r)
+    for (size_t i = 0; i < k; ++i) v[i] = std::max(v[i], all[k * r + i]);
+}
+
 struct OpTimes {
   std::vector<double> median, mean;  // per size, seconds per call
 };
@@ -161,7 +188,9 @@ OpTimes time_op(const CalibrateOptions& o, CommOp op, const std::vector<int64_t>
   lo.backend = o.backend;
   lo.ranks = o.ranks;
   launch(lo, [&](RankContext& ctx) {
-    const int n = ctx.world;
+    std::unique_ptr<Communicator> group = link_group(o, ctx);
+    Communicator& comm = group ? *group : *ctx.comm;
+    const int n = comm.size();
     const int64_t most = sizes.back();
     Buffer a = ctx.device->alloc_zeros(most, MemCategory::workspace);
     Buffer b = ctx.device->alloc_zeros(most, MemCategory::workspace);
@@ -177,13 +206,13 @@ OpTimes time_op(const CalibrateOptions& o, CommOp op, const std::vector<int64_t>
           const auto t0 = Clock::now();
           switch (op) {
             case CommOp::all_gather:  // in place: this rank's slot of the gathered buffer
-              ctx.comm->all_gather(a.as<char>() + ctx.rank * per_rank * 4, a.data(), per_rank,
-                                   DType::f32);
+              comm.all_gather(a.as<char>() + comm.rank() * per_rank * 4, a.data(), per_rank,
+                              DType::f32);
               break;
             case CommOp::reduce_scatter:
-              ctx.comm->reduce_scatter(a.data(), b.data(), per_rank, DType::f32);
+              comm.reduce_scatter(a.data(), b.data(), per_rank, DType::f32);
               break;
-            default: ctx.comm->all_reduce(a.data(), b.data(), per_rank * n, DType::f32); break;
+            default: comm.all_reduce(a.data(), b.data(), per_rank * n, DType::f32); break;
           }
           if (i >= 1) t[k].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
         }
@@ -197,6 +226,10 @@ OpTimes time_op(const CalibrateOptions& o, CommOp op, const std::vector<int64_t>
       double sum = 0;
       for (double v : x) sum += v;
       means.push_back(static_cast<float>(sum / static_cast<double>(x.size())));
+    }
+    if (group) {
+      slowest_ranks(ctx, medians);
+      slowest_ranks(ctx, means);
     }
     // Rank 0's medians on every rank: under MPI each process writes --out, and all the same.
     ctx.comm->broadcast(medians.data(), static_cast<int64_t>(medians.size()), DType::f32, 0);
@@ -282,6 +315,10 @@ CollectiveFit fit_collective(const std::vector<CollectiveSample>& samples, int r
   return f;
 }
 
+int link_group_size(const CalibrateOptions& o) {
+  return o.link_groups > 1 ? o.ranks / o.link_groups : o.ranks;
+}
+
 double fit_seconds(const CollectiveFit& f, int ranks, int steps, double bytes) {
   for (const LinkRegime& g : f.regimes)
     if (g.up_to_bytes == 0 || bytes <= double(g.up_to_bytes))
@@ -294,7 +331,7 @@ MeasuredCollectives measure_collectives(const CalibrateOptions& o, std::ostream&
   for (int64_t s = 64 << 10; s <= (o.quick ? int64_t{16} << 20 : int64_t{64} << 20);
        s *= (o.quick ? 4 : 2))
     sizes.push_back(s);
-  const int n = o.ranks;
+  const int n = link_group_size(o);
   const OpPlan plans[3] = {{CommOp::all_gather, n - 1},
                            {CommOp::reduce_scatter, n - 1},
                            {CommOp::all_reduce, 2 * (n - 1)}};

@@ -54,8 +54,12 @@ struct MeasuredCollectives {
   double bandwidth = 0;  // what broadcast, barrier and the tree use
 };
 
+// The ranks in one group of the collectives: --ranks, or --ranks / --link-groups.
+int link_group_size(const CalibrateOptions& o);
+
 // Times and fits all_gather, reduce_scatter and all_reduce on `o.ranks` ranks of `o.backend`
-// (under MPI the world; every process gets rank 0's medians, so all write the same spec).
+// (under MPI the world; every process gets rank 0's medians, so all write the same spec). With
+// --link-groups G, on G groups of ranks at once, each size the slowest rank's median.
 MeasuredCollectives measure_collectives(const CalibrateOptions& o, std::ostream& log);
 
 }  // namespace shardlab

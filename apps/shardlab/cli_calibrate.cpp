@@ -26,6 +26,9 @@ CliCommand add_calibrate_command(CLI::App& app) {
   cmd->add_option("--ranks", o->cal.ranks, "ranks the collectives run on (local threads)");
   cmd->add_option("--backend", o->cal.backend, "local | mpi (under mpirun: the MPI world)");
   cmd->add_option("--seconds", o->cal.seconds_per_point, "seconds spent on each measured size");
+  cmd->add_option("--link-groups", o->cal.link_groups,
+                  "time the collectives on this many groups of ranks at once (r mod G): each "
+                  "rank's share of links the groups use together (calibrate.hpp)");
   cmd->add_option("--out", o->out, "write the spec here (default: print it)");
   return {cmd, [o] {
             if (o->cal.backend != "local" && o->cal.backend != "mpi")

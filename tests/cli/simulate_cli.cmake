@@ -89,3 +89,13 @@ if(NOT on_this MATCHES "calibrating this machine" OR NOT on_this MATCHES "predic
   message(FATAL_ERROR "--cluster this-machine did not measure:\n${on_this}")
 endif()
 expect_error(calibrate_one_rank "calibrate: --ranks 1 must be >= 2" calibrate --ranks 1)
+# --link-groups: the link timed on groups of ranks at once (r mod G), each group's size the ring's n
+run_ok(cal_groups calibrate --ranks 4 --link-groups 2 --seconds 0.02 --out grouped.json)
+file(READ ${WORK_DIR}/grouped.json grouped)
+foreach(want "on 2 groups of ranks at once" "\"ranks_per_node\": 2")
+  if(NOT grouped MATCHES "${want}")
+    message(FATAL_ERROR "the spec measured on groups lacks ${want}:\n${grouped}")
+  endif()
+endforeach()
+expect_error(calibrate_groups "calibrate: --link-groups 3 must divide --ranks 4 into groups of two"
+             calibrate --ranks 4 --link-groups 3)
