@@ -171,8 +171,7 @@ void slowest_ranks(RankContext& ctx, std::vector<float>& v) {
   const size_t k = v.size();
   std::vector<float> all(k * static_cast<size_t>(ctx.world), 0.0f);
   std::copy(v.begin(), v.end(), all.begin() + static_cast<std::ptrdiff_t>(k * ctx.rank));
-  ctx.comm->all_gather(all.data() + k * ctx.rank, all.data(), static_cast<int64_t>(k),
-                       DType::f32);
+  ctx.comm->all_gather(all.data() + k * ctx.rank, all.data(), static_cast<int64_t>(k), DType::f32);
   for (int r = 0; r < ctx.world; ++r)
     for (size_t i = 0; i < k; ++i) v[i] = std::max(v[i], all[k * r + i]);
 }
