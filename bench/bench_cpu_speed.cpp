@@ -10,7 +10,8 @@
 //   bench_cpu_speed --benchmark_counters_tabular=true
 //   counters: best_GFLOPs (the fastest window of any CPU), median_GFLOPs (over every CPU's
 //   windows), fast_fraction (a CPU's windows at >= 75% of best), all_fast_fraction (windows in
-//   which every CPU was), lockstep_GFLOPs.
+//   which every CPU was), lockstep_GFLOPs. The window loop and these statistics are
+//   core/device/cpu_speed.hpp's, which `shardlab calibrate` also runs, on its ranks.
 #include <benchmark/benchmark.h>
 #include <pthread.h>
 #include <sched.h>
@@ -20,15 +21,12 @@
 #include <thread>
 #include <vector>
 
+#include "core/device/cpu_speed.hpp"
 #include "core/device/device.hpp"
 #include "core/memory/tracker.hpp"
 
 namespace shardlab {
 namespace {
-
-constexpr int kM = 1024, kN = 768, kK = 256;
-constexpr double kWindowS = 0.1;
-constexpr double kFast = 0.75;  // a window at >= this fraction of the best one is "fast"
 
 void pin_to_cpu(int cpu) {
   cpu_set_t set;
@@ -37,10 +35,9 @@ void pin_to_cpu(int cpu) {
   pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
-// Per CPU, the FLOPs done in each window of `seconds`.
+// Per CPU, the FLOPs done in each window of `seconds` (core/device/cpu_speed.hpp).
 std::vector<std::vector<double>> windows_per_cpu(int cpus, double seconds) {
-  const int windows = static_cast<int>(seconds / kWindowS);
-  std::vector<std::vector<double>> flops(cpus, std::vector<double>(windows, 0.0));
+  std::vector<std::vector<double>> flops(cpus);
   set_blas_threads(1);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
@@ -49,17 +46,7 @@ std::vector<std::vector<double>> windows_per_cpu(int cpus, double seconds) {
       pin_to_cpu(c);
       MemoryTracker tracker;
       auto dev = make_cpu_device(tracker);
-      Buffer a = dev->alloc_zeros(int64_t{kM} * kK * 4, MemCategory::workspace);
-      Buffer b = dev->alloc_zeros(int64_t{kN} * kK * 4, MemCategory::workspace);
-      Buffer out = dev->alloc_zeros(int64_t{kM} * kN * 4, MemCategory::workspace);
-      for (;;) {
-        dev->gemm(false, true, kM, kN, kK, 1.0f, a.f32(), kK, b.f32(), kK, 0.0f, out.f32(), kN);
-        const double t =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const int w = static_cast<int>(t / kWindowS);
-        if (w >= windows) break;
-        flops[c][w] += 2.0 * kM * kN * static_cast<double>(kK);
-      }
+      flops[c] = sgemm_windows(*dev, t0, seconds);
     });
   for (auto& t : threads) t.join();
   return flops;
@@ -70,35 +57,12 @@ void BM_cpu_speed(benchmark::State& state) {
   const double seconds = static_cast<double>(state.range(1));
   std::vector<std::vector<double>> flops;
   for (auto _ : state) flops = windows_per_cpu(cpus, seconds);
-  const size_t windows = flops[0].size();
-  std::vector<double> all;
-  double best = 0;
-  for (const auto& cpu : flops)
-    for (double f : cpu) {
-      all.push_back(f / kWindowS);
-      best = std::max(best, f / kWindowS);
-    }
-  std::sort(all.begin(), all.end());
-  int fast = 0, all_fast = 0;
-  double lockstep = 0;
-  for (size_t w = 0; w < windows; ++w) {
-    double slowest = best;
-    bool every = true;
-    for (const auto& cpu : flops) {
-      const double r = cpu[w] / kWindowS;
-      slowest = std::min(slowest, r);
-      fast += r >= kFast * best;
-      every = every && r >= kFast * best;
-    }
-    all_fast += every;
-    lockstep += slowest;
-  }
-  state.counters["best_GFLOPs"] = best * 1e-9;
-  state.counters["median_GFLOPs"] = all[all.size() / 2] * 1e-9;
-  state.counters["fast_fraction"] = static_cast<double>(fast) / static_cast<double>(all.size());
-  state.counters["all_fast_fraction"] =
-      static_cast<double>(all_fast) / static_cast<double>(windows);
-  state.counters["lockstep_GFLOPs"] = lockstep / static_cast<double>(windows) * 1e-9;
+  const CpuSpeed s = cpu_speed(flops);
+  state.counters["best_GFLOPs"] = s.best * 1e-9;
+  state.counters["median_GFLOPs"] = s.median * 1e-9;
+  state.counters["fast_fraction"] = s.fast_fraction;
+  state.counters["all_fast_fraction"] = s.all_fast_fraction;
+  state.counters["lockstep_GFLOPs"] = s.lockstep * 1e-9;
 }
 
 void cpu_speed_args(benchmark::internal::Benchmark* b) {

@@ -17,10 +17,12 @@
 #include "core/comm/launcher.hpp"
 #include "core/comm/sim_comm.hpp"
 #include "core/comm/topology.hpp"
+#include "core/device/cpu_speed.hpp"
 #include "core/device/device_model.hpp"
 #include "core/device/meta_device.hpp"
 #include "core/kernels/elementwise.hpp"
 #include "core/kernels/gelu.hpp"
+#include "core/optim/optimizer.hpp"
 #include "core/trace/recorder.hpp"
 
 using namespace shardlab;
@@ -145,6 +147,104 @@ TEST(SimDeviceModel, AKernelWithItsOwnEfficiencyIsChargedAtIt) {
               std::string::npos)
         << e.what();
   }
+}
+
+TEST(SimDeviceModel, TheOptimizerStepIsPricedAsTheEnginesOnePass) {
+  // The engine's AdamW step is one fused pass (adamw_checked: checks and clipping's scale in
+  // registers), so the meta device charges that pass once, at adamw_checked's own figure, and not
+  // all_finite + scale + adamw + all_finite.
+  nlohmann::json j = nlohmann::json::parse(cluster_preset_json("h100-sxm"));
+  j["efficiency"] = {{"memory_efficiency", 0.5},
+                     {"kernel_efficiency", {{"adamw", 0.2}, {"adamw_checked", 0.4}}}};
+  const int64_t n = 1 << 20;
+  const double launch = 4e-6, moved = 7.0 * 4 * n;  // p, g, m, v read; p, m, v written
+  const auto step_ns = [&](const nlohmann::json& spec_json, float grad_scale) {
+    const ClusterSpec spec = parse_cluster_spec(spec_json, "test spec");
+    MemoryTracker tracker;
+    VirtualClock clock;
+    MetaDevice dev(tracker, spec, clock, GemmMath::fp32);
+    Buffer p = dev.alloc(n * 4, MemCategory::params), g = dev.alloc(n * 4, MemCategory::grads);
+    auto opt = make_optimizer(dev, OptimizerConfig{}, n);
+    const int64_t t0 = clock.now_ns, k0 = dev.kernels();
+    const Optimizer::Checked c = opt->step_checked(p.f32(), g.f32(), n, grad_scale, true);
+    EXPECT_FALSE(c.grads_nonfinite || c.params_nonfinite);
+    EXPECT_EQ(dev.kernels() - k0, 1);  // one pass, with or without clipping's scale
+    EXPECT_EQ(opt->step_count(), 1);
+    return clock.now_ns - t0;
+  };
+  const double bw = 3350e9;
+  EXPECT_EQ(step_ns(j, 1.0f), ns(launch + moved / (bw * 0.4)));
+  EXPECT_EQ(step_ns(j, 0.5f), ns(launch + moved / (bw * 0.4)));
+  // A spec calibrated before the fused pass was measured: adamw's figure stands in for it.
+  j["efficiency"]["kernel_efficiency"].erase("adamw_checked");
+  EXPECT_EQ(step_ns(j, 1.0f), ns(launch + moved / (bw * 0.2)));
+  // Neither: memory_efficiency, as for any kernel the spec does not name.
+  j["efficiency"]["kernel_efficiency"].erase("adamw");
+  EXPECT_EQ(step_ns(j, 1.0f), ns(launch + moved / (bw * 0.5)));
+}
+
+TEST(SimDeviceModel, RanksInLockstepComputeAtTheSpecsLockstepEfficiency) {
+  // With more than one rank every collective waits for the slowest, so a spec that measured how
+  // much slower ranks compute together charges every GEMM and kernel at that fraction of the
+  // speed; one rank alone, and the other costs (host copies), keep theirs.
+  nlohmann::json j = nlohmann::json::parse(cluster_preset_json("h100-sxm"));
+  j["efficiency"] = {{"lockstep_compute_efficiency", 0.8}};
+  const ClusterSpec spec = parse_cluster_spec(j, "test spec");
+  const auto charged = [&](int ranks) {
+    MemoryTracker tracker;
+    VirtualClock clock;
+    MetaDevice dev(tracker, spec, clock, GemmMath::bf16, MetaTier::device, ranks);
+    Buffer a = dev.alloc(1 << 20, MemCategory::workspace);
+    std::vector<int64_t> t;
+    dev.gemm(false, false, 4096, 4096, 4096, 1.0f, a.f32(), 4096, a.f32(), 4096, 0.0f, a.f32(),
+             4096);
+    t.push_back(clock.now_ns);
+    gelu_forward(dev, a.f32(), a.f32(), 1 << 18);
+    t.push_back(clock.now_ns - t[0]);
+    std::vector<float> host(1 << 18);
+    dev.copy_to_host(host.data(), a.data(), int64_t{4} << 18);
+    t.push_back(clock.now_ns - t[0] - t[1]);
+    return t;
+  };
+  const std::vector<int64_t> one = charged(1), two = charged(2);
+  EXPECT_EQ(one[0], gemm_ns(spec, GemmMath::bf16, 4096, 4096, 4096));
+  EXPECT_EQ(one[1], memory_ns(spec, int64_t{8} << 18));
+  EXPECT_EQ(two[0], std::llround(static_cast<double>(one[0]) / 0.8));
+  EXPECT_EQ(two[1], std::llround(static_cast<double>(one[1]) / 0.8));
+  EXPECT_EQ(two[2], one[2]);
+  // A preset has no such figure: ranks compute as one does.
+  MemoryTracker tracker;
+  VirtualClock clock;
+  MetaDevice h(tracker, *h100(), clock, GemmMath::bf16, MetaTier::device, 8);
+  Buffer a = h.alloc(1 << 20, MemCategory::workspace);
+  gelu_forward(h, a.f32(), a.f32(), 1 << 18);
+  EXPECT_EQ(clock.now_ns, memory_ns(*h100(), int64_t{8} << 18));
+  // A bad figure names its field.
+  for (double bad : {0.0, 1.5, -0.2}) {
+    j["efficiency"]["lockstep_compute_efficiency"] = bad;
+    try {
+      parse_cluster_spec(j, "test spec");
+      FAIL() << "lockstep_compute_efficiency " << bad << " was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("field 'efficiency.lockstep_compute_efficiency'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(SimDeviceModel, LockstepSpeedIsTheSlowestCpuPerWindow) {
+  // Windows of 100 ms; FLOPs per window. CPU 0 is fast throughout, CPU 1 slows to half in one
+  // window of four and CPU 0 in another: each window runs at the slower one's rate.
+  const double f = 100e9 * kCpuSpeedWindowS;  // 100 GFLOP/s for one window
+  const CpuSpeed s = cpu_speed({{f, f, 0.5 * f, f}, {f, 0.5 * f, f, f}});
+  EXPECT_DOUBLE_EQ(s.best, 100e9);
+  EXPECT_DOUBLE_EQ(s.lockstep, 0.25 * (100e9 + 50e9 + 50e9 + 100e9));
+  EXPECT_DOUBLE_EQ(s.fast_fraction, 6.0 / 8);
+  EXPECT_DOUBLE_EQ(s.all_fast_fraction, 2.0 / 4);
+  EXPECT_DOUBLE_EQ(s.median, 100e9);
+  EXPECT_THROW(cpu_speed({{f, f}, {f}}), InvalidArgument);
+  EXPECT_THROW(cpu_speed({}), InvalidArgument);
 }
 
 // ---- the topology model -------------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include "core/base/error.hpp"
 #include "core/comm/launcher.hpp"
 #include "core/device/cluster_spec.hpp"
+#include "core/device/cpu_speed.hpp"
 #include "core/device/device.hpp"
 #include "core/device/meta_device.hpp"
 #include "core/kernels/attention.hpp"
@@ -183,9 +184,17 @@ KernelFit measure_kernel_efficiency(const CalibrateOptions& o, double copy_bw, s
       // so this is the memset; the page faults of fresh blocks are not in it
       // (docs/simulate-validation.md, "Fresh pages on every step").
       {"fill", [&](Device& dv) { Buffer z = dv.alloc_zeros(n * 4, MemCategory::workspace); }},
-      {"adamw", [&](Device& dv) {
+      {"adamw",
+       [&](Device& dv) {
          adamw_update(dv, a.f32(), b.f32(), c.f32(), d.f32(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f,
                       1);
+       }},
+      // What the engine's optimizer step runs (core/optim/optimizer.cpp, step_checked): the fused
+      // pass with its finiteness checks, a different loop from adamw_update's.
+      {"adamw_checked", [&](Device& dv) {
+         NonFinite found;
+         adamw_checked(dv, a.f32(), b.f32(), c.f32(), d.f32(), n, 1.0f, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                       0.0f, 1, &found);
        }}};
   KernelFit fit;
   std::vector<double> ratios;
@@ -207,6 +216,41 @@ KernelFit measure_kernel_efficiency(const CalibrateOptions& o, double copy_bw, s
   return fit;
 }
 
+// How fast the ranks compute together: every rank runs bench_cpu_speed's sgemm for a few seconds
+// at once (core/device/cpu_speed.hpp), and per 100 ms window the slowest rank's rate, averaged,
+// over the best window of any rank is the fraction of the calibrated (best-time) speed a rank
+// keeps when it waits for the others at every collective. On this machine's vCPUs, whose speeds
+// move independently, that is 0.8 to 0.9 (docs/simulate-validation.md, "Local full_shard at N = 2:
+// ranks in lockstep on a noisy machine"). The spec's efficiency.lockstep_compute_efficiency.
+double measure_lockstep(const CalibrateOptions& o, std::ostream& log) {
+  const double seconds = o.quick ? 1.0 : 4.0;
+  LaunchOptions lo;
+  lo.backend = o.backend;
+  lo.ranks = o.ranks;
+  CpuSpeed speed;
+  launch(lo, [&](RankContext& ctx) {
+    set_blas_threads(1);
+    ctx.comm->barrier();
+    const std::vector<double> mine =
+        sgemm_windows(*ctx.device, std::chrono::steady_clock::now(), seconds);
+    const int64_t w = static_cast<int64_t>(mine.size());
+    std::vector<float> send(mine.begin(), mine.end()), all(static_cast<size_t>(w * ctx.world));
+    for (float& f : send) f *= 1e-9f;  // GFLOP: float keeps 7 digits of it
+    ctx.comm->all_gather(send.data(), all.data(), w, DType::f32);
+    std::vector<std::vector<double>> per_rank(static_cast<size_t>(ctx.world));
+    for (int r = 0; r < ctx.world; ++r)
+      for (int64_t i = 0; i < w; ++i) per_rank[r].push_back(1e9 * all[r * w + i]);
+    // Every rank computes the same figure from the same windows; under MPI each process keeps it.
+    if (ctx.rank == 0 || o.backend != "local") speed = cpu_speed(per_rank);
+  });
+  const double eff = std::min(1.0, speed.lockstep / speed.best);
+  log << "  lockstep: " << o.ranks << " ranks computing at once for " << seconds
+      << " s: best window " << speed.best * 1e-9 << " GFLOP/s, median " << speed.median * 1e-9
+      << ", the slowest rank per window " << speed.lockstep * 1e-9 << " (" << 100.0 * eff
+      << "% of best; windows with every rank fast: " << 100.0 * speed.all_fast_fraction << "%)\n";
+  return eff;
+}
+
 }  // namespace
 
 nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& log) {
@@ -222,6 +266,7 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
   const GemmFit g = measure_gemm(o, log);
   const double bw = measure_copy_bandwidth(o, log);
   const KernelFit kernel_eff = measure_kernel_efficiency(o, bw, log);
+  const double lockstep = measure_lockstep(o, log);
 
   // The collectives: per collective alpha-beta regimes (calibrate_collectives.hpp).
   const int n = link_group_size(o);
@@ -247,8 +292,8 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
            (o.link_groups > 1 ? " on " + std::to_string(o.link_groups) +
                                     " groups of ranks at once (links shared between them)"
                               : std::string()) +
-           "; CPU "
-           "ranks have no tensor cores, so fp32, tf32 and bf16 are the one sgemm rate"},
+           "; the ranks' sgemm rate in lockstep (the slowest per 100 ms window) over their best; "
+           "CPU ranks have no tensor cores, so fp32, tf32 and bf16 are the one sgemm rate"},
       {"nodes", 1},
       {"async_progress", coll.async_progress},
       {"ranks_per_node", n},
@@ -265,6 +310,7 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
         {"gemm_half_dim", g.half_dim},
         {"memory_efficiency", kernel_eff.median},
         {"kernel_efficiency", kernel_eff.by_name},
+        {"lockstep_compute_efficiency", lockstep},
         {"kernel_launch_us", 0}}}};
 }
 

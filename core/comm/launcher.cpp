@@ -124,7 +124,7 @@ void launch_sim(const LaunchOptions& opts, const std::function<void(RankContext&
       res.recorder = opts.make_recorder ? opts.make_recorder(rank) : nullptr;
       if (!res.recorder) res.recorder = Recorder::disabled(rank);
       if (res.recorder->enabled()) res.recorder->attach(*res.tracker);
-      res.device = make_meta_device(*res.tracker, *opts.cluster, clock, opts.gemm_math);
+      res.device = make_meta_device(*res.tracker, *opts.cluster, clock, opts.gemm_math, opts.ranks);
       std::unique_ptr<Communicator> comm =
           make_sim_communicator(opts.cluster, opts.ranks, rank, *res.device, clock);
       run_rank_fn(res, *comm, rank, opts.ranks, fn);

@@ -259,6 +259,7 @@ ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where
     opt("memory_efficiency", m.memory_efficiency, false);
     opt("kernel_launch_us", m.kernel_launch_us, true);
     opt("tree_allreduce_max_bytes", m.tree_allreduce_max_bytes, true);
+    opt("lockstep_compute_efficiency", m.lockstep_compute_efficiency, false);
     if (e.contains("kernel_efficiency")) {
       const nlohmann::json& k = object(e, "kernel_efficiency", where);
       for (auto it = k.begin(); it != k.end(); ++it) {
@@ -269,7 +270,7 @@ ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where
         m.kernel_efficiency[it.key()] = v;
       }
     }
-    for (const char* key : {"gemm_efficiency", "memory_efficiency"})
+    for (const char* key : {"gemm_efficiency", "memory_efficiency", "lockstep_compute_efficiency"})
       if (e.contains(key) && e.at(key).get<double>() > 1.0)
         SL_THROW(InvalidArgument, where, ": field 'efficiency.", key, "' = ", e.at(key).dump(),
                  " must be in (0, 1]");

@@ -68,7 +68,15 @@ struct CostModel {
   // memory bandwidth that kernel reaches, in place of memory_efficiency. `shardlab calibrate`
   // measures it for each CPU kernel: on a CPU they differ by 2x and more (AdamW streams, GELU
   // computes a tanh per element), so one median misses each of them.
+  // A kernel the map lacks takes its stand-in's figure where it has that (device_model.cpp:
+  // "adamw_checked", the engine's fused step, takes "adamw"'s in specs calibrated before it).
   std::map<std::string, double> kernel_efficiency;
+  // The fraction of this speed (GEMMs and kernels) each rank keeps in a job of more than one
+  // rank, where every collective waits for the slowest: `shardlab calibrate` runs an sgemm on all
+  // its ranks at once and takes, per 100 ms window, the slowest rank's rate, averaged, over the
+  // best window's (0.8 to 0.9 on this project's 2-vCPU machine, whose vCPUs slow down
+  // independently). 1: ranks as steady as one (GPUs; the presets).
+  double lockstep_compute_efficiency = 1.0;
   double tree_allreduce_max_bytes = 256 * 1024;  // all-reduces up to this size may use a tree
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace shardlab {
 
@@ -12,11 +13,22 @@ int64_t to_ns(double seconds) { return static_cast<int64_t>(std::llround(seconds
 
 double saturation(double d, double half) { return d / (d + half); }
 
+// A kernel that specs calibrated before it was measured lack, and the kernel whose figure stands
+// in for it there: the fused AdamW step moves what adamw moves.
+struct KernelStandIn {
+  const char* kernel;
+  const char* stand_in;
+};
+constexpr KernelStandIn kStandIns[] = {{"adamw_checked", "adamw"}};
+
 // The fraction of memory bandwidth `kernel` reaches: its own measured figure where the spec has
-// one, else memory_efficiency.
+// one, else its stand-in's, else memory_efficiency.
 double bandwidth_efficiency(const CostModel& c, const char* kernel) {
   if (kernel != nullptr && !c.kernel_efficiency.empty()) {
-    const auto it = c.kernel_efficiency.find(kernel);
+    auto it = c.kernel_efficiency.find(kernel);
+    for (const KernelStandIn& s : kStandIns)
+      if (it == c.kernel_efficiency.end() && std::strcmp(kernel, s.kernel) == 0)
+        it = c.kernel_efficiency.find(s.stand_in);
     if (it != c.kernel_efficiency.end()) return it->second;
   }
   return c.memory_efficiency;

@@ -1,6 +1,7 @@
 // MetaDevice: tracked allocations without memory, work charged to a virtual clock.
 #include "core/device/meta_device.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -24,16 +25,18 @@ constexpr uint64_t kAlign = 256;
 bool is_meta_address(const void* p) { return reinterpret_cast<uintptr_t>(p) >= kMetaAddressBase; }
 
 MetaDevice::MetaDevice(MemoryTracker& tracker, const ClusterSpec& spec, VirtualClock& clock,
-                       GemmMath math, MetaTier tier)
+                       GemmMath math, MetaTier tier, int ranks)
     : Device(tracker),
       spec_(spec),
       clock_(clock),
       math_(math),
       tier_(tier),
+      ranks_(ranks),
+      compute_rate_(ranks > 1 ? spec.cost.lockstep_compute_efficiency : 1.0),
       next_address_(kFirstAddress[static_cast<int>(tier)]) {}
 
 std::unique_ptr<Device> MetaDevice::make_host_tier(MemoryTracker& host_tracker) const {
-  return std::make_unique<MetaDevice>(host_tracker, spec_, clock_, math_, MetaTier::host);
+  return std::make_unique<MetaDevice>(host_tracker, spec_, clock_, math_, MetaTier::host, ranks_);
 }
 
 void* MetaDevice::raw_alloc(int64_t bytes) {
@@ -44,8 +47,14 @@ void* MetaDevice::raw_alloc(int64_t bytes) {
 
 void MetaDevice::charge_kernel(int64_t bytes, const char* kernel) {
   ++kernels_;
-  clock_.advance(tier_ == MetaTier::host ? host_memory_ns(spec_, bytes)
-                                         : memory_ns(spec_, bytes, kernel));
+  advance_compute(tier_ == MetaTier::host ? host_memory_ns(spec_, bytes)
+                                          : memory_ns(spec_, bytes, kernel));
+}
+
+void MetaDevice::advance_compute(int64_t ns) {
+  clock_.advance(compute_rate_ == 1.0
+                     ? ns
+                     : static_cast<int64_t>(std::llround(static_cast<double>(ns) / compute_rate_)));
 }
 
 void MetaDevice::copy(void* dst, const void* src, int64_t bytes) {
@@ -81,12 +90,12 @@ void MetaDevice::gemm_batched(bool, bool, int M, int N, int K, float, const floa
   if (M <= 0 || N <= 0 || K <= 0 || batch <= 0) return;
   ++kernels_;
   gemm_flops_ += 2.0 * M * N * static_cast<double>(K) * batch;
-  clock_.advance(gemm_ns(spec_, math_, M, N, K, batch));
+  advance_compute(gemm_ns(spec_, math_, M, N, K, batch));
 }
 
 std::unique_ptr<Device> make_meta_device(MemoryTracker& tracker, const ClusterSpec& spec,
-                                         VirtualClock& clock, GemmMath math) {
-  return std::make_unique<MetaDevice>(tracker, spec, clock, math);
+                                         VirtualClock& clock, GemmMath math, int ranks) {
+  return std::make_unique<MetaDevice>(tracker, spec, clock, math, MetaTier::device, ranks);
 }
 
 }  // namespace shardlab

@@ -22,8 +22,10 @@ enum class MetaTier : uint8_t { device, host };
 class MetaDevice final : public Device {
  public:
   // `spec` and `clock` must outlive the device. GEMMs are charged at spec's peak for `math`.
+  // `ranks`: the job's; with more than one, every GEMM and kernel runs at the spec's
+  // lockstep_compute_efficiency of its speed (each collective waits for the slowest rank).
   MetaDevice(MemoryTracker& tracker, const ClusterSpec& spec, VirtualClock& clock, GemmMath math,
-             MetaTier tier = MetaTier::device);
+             MetaTier tier = MetaTier::device, int ranks = 1);
 
   DeviceKind kind() const override { return DeviceKind::meta; }
   bool holds_data() const override { return false; }
@@ -63,11 +65,14 @@ class MetaDevice final : public Device {
 
  private:
   int64_t cross_ns(int64_t bytes) const;  // a copy to or from the host
+  void advance_compute(int64_t ns);       // a GEMM or kernel: at the lockstep rate
 
   const ClusterSpec& spec_;
   VirtualClock& clock_;
   GemmMath math_;
   MetaTier tier_;
+  int ranks_;
+  double compute_rate_;  // 1, or the spec's lockstep_compute_efficiency with ranks_ > 1
   uint64_t next_address_;
   double gemm_flops_ = 0;
   int64_t kernels_ = 0;
@@ -78,6 +83,6 @@ bool is_meta_address(const void* p);
 
 // A MetaDevice over `tracker` (see above).
 std::unique_ptr<Device> make_meta_device(MemoryTracker& tracker, const ClusterSpec& spec,
-                                         VirtualClock& clock, GemmMath math);
+                                         VirtualClock& clock, GemmMath math, int ranks = 1);
 
 }  // namespace shardlab

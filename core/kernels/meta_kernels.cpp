@@ -101,6 +101,14 @@ void adamw(Device& d, float*, const float*, float*, float*, int64_t n, float, fl
            float, float, float) {
   charge(d, 7 * f4(n), "adamw");  // p, g, m, v read; p, m, v written
 }
+// The engine's fused step (optim.hpp, adamw_checked): the finiteness checks and clipping's scale
+// ride in registers on AdamW's one pass, so it moves what adamw moves, under its own name (its
+// loop is not adamw's: calibrate measures each).
+NonFinite adamw_checked(Device& d, float*, const float*, float*, float*, int64_t n, float, float,
+                        float, float, float, float, float, float) {
+  charge(d, 7 * f4(n), "adamw_checked");
+  return {};  // a zero-filled shard is finite
+}
 void sgd(Device& d, float*, const float*, float* momentum_buf, int64_t n, float, float, float) {
   charge(d, (momentum_buf ? 5 : 3) * f4(n), "sgd");
 }
@@ -127,7 +135,7 @@ const ElementwiseKernels kMetaElementwise = {
 const EncoderKernels kMetaEncoder = {meta::enc_forward, meta::enc_backward};
 const GeluKernels kMetaGelu = {meta::gelu_forward, meta::gelu_backward};
 const LayerNormKernels kMetaLayerNorm = {meta::ln_forward, meta::ln_backward};
-const OptimKernels kMetaOptim = {meta::adamw, meta::sgd, nullptr};
+const OptimKernels kMetaOptim = {meta::adamw, meta::sgd, meta::adamw_checked};
 const ResidualKernels kMetaResidual = {meta::residual_forward, meta::bias_broadcast,
                                        meta::bias_backward};
 
