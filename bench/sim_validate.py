@@ -169,12 +169,25 @@ def train_cmd(a, model, backend, ranks, strategy, prefetch, run_dir):
     return [shardlab, "train", "--ranks", str(ranks), *args]
 
 
-def sim_cmd(a, model, backend, ranks, strategy, prefetch, run_dir):
+def without_lockstep(spec):
+    """A copy of `spec` without efficiency.lockstep_compute_efficiency: ranks compute at the
+    calibrated speed as one rank alone does (the model before the lockstep figure)."""
+    j = json.load(open(spec))
+    j.get("efficiency", {}).pop("lockstep_compute_efficiency", None)
+    out = spec[:-len(".json")] + "-no-lockstep.json"
+    with open(out, "w") as f:
+        json.dump(j, f, indent=1)
+    return out
+
+
+def sim_cmd(a, model, backend, ranks, strategy, prefetch, run_dir, lockstep=True):
     b, t = MODELS[model]
-    return [os.path.join(a.bin, "shardlab"), "simulate", "--cluster",
-            spec_path(a.work, backend, ranks, model), "--ranks", str(ranks), "--model", model,
-            "--strategy", strategy, "--prefetch", str(prefetch), "--batch", str(b), "--seq",
-            str(t), "--steps", str(STEPS), "--run-dir", run_dir, "--overwrite"]
+    spec = spec_path(a.work, backend, ranks, model)
+    if not lockstep:
+        spec = without_lockstep(spec)
+    return [os.path.join(a.bin, "shardlab"), "simulate", "--cluster", spec, "--ranks", str(ranks),
+            "--model", model, "--strategy", strategy, "--prefetch", str(prefetch), "--batch",
+            str(b), "--seq", str(t), "--steps", str(STEPS), "--run-dir", run_dir, "--overwrite"]
 
 
 def median_step_ms(run_dir):
@@ -226,6 +239,10 @@ def stage_predict(a, cache):
         sim = real + "-sim"
         run(sim_cmd(a, m, b, n, strategy, pf, sim))
         cache.put(f"predicted/{m}/{b}/{n}/{strategy}/{pf}", {"ms": median_step_ms(sim)})
+        if n > 1:  # the same without the spec's lockstep figure, to see what it does
+            run(sim_cmd(a, m, b, n, strategy, pf, sim + "-no-lockstep", lockstep=False))
+            cache.put(f"predicted-no-lockstep/{m}/{b}/{n}/{strategy}/{pf}",
+                      {"ms": median_step_ms(sim + "-no-lockstep")})
     for backend in ("local", "mpi"):
         predict_collectives(a, cache, backend)
     if "netns/links" in cache.data:
