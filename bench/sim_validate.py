@@ -577,11 +577,19 @@ def report(a, cache):
             load = d.get(f"measured/{model}/{backend}/load")
             if not load:
                 continue
+            lockstep = ""
+            spec = os.path.join(a.work, f"this-machine-{backend}-{model}.json")
+            if os.path.exists(spec):
+                e = json.load(open(spec)).get("efficiency", {})
+                if "lockstep_compute_efficiency" in e:
+                    lockstep = (f"; the spec's lockstep_compute_efficiency "
+                                f"{e['lockstep_compute_efficiency']:.2f}, applied at N > 1")
             lines.append(f"**{model}, {backend}** (global batch {b} x {t} tokens, {STEPS} steps, "
-                         f"median of the last {STEPS - 1}; load {load[0]} -> {load[1]})\n")
+                         f"median of the last {STEPS - 1}; load {load[0]} -> {load[1]}"
+                         f"{lockstep})\n")
             lines.append("| N | strategy | prefetch | measured ms | predicted ms | predicted / "
-                         "measured |")
-            lines.append("| --- | --- | --- | --- | --- | --- |")
+                         "measured | without the lockstep figure |")
+            lines.append("| --- | --- | --- | --- | --- | --- | --- |")
             for n in RANKS:
                 for strategy in STRATEGIES:
                     for pf in PREFETCH:
@@ -594,8 +602,10 @@ def report(a, cache):
                         mark = "" if n > CORES or abs(ratio - 1) <= 0.15 else " **x**"
                         if n <= CORES:
                             within.append(mark == "")
+                        q = d.get("predicted-no-lockstep/" + k)
+                        without = f"{q['ms'] / r['ms']:.2f}" if q else "-"
                         lines.append(f"| {n}{tag} | {strategy} | {pf} | {r['ms']:.1f} | "
-                                     f"{p['ms']:.1f} | {ratio:.2f}{mark} |")
+                                     f"{p['ms']:.1f} | {ratio:.2f}{mark} | {without} |")
             lines.append("")
     if within:
         lines.append(f"Within 15% (N <= {CORES} cores): {sum(within)} of {len(within)} "
