@@ -1,6 +1,7 @@
-// core/kernels/cpu_simd.hpp: the CPU loops of GELU, LayerNorm and the attention softmax give the
-// same bits at every vector level this CPU runs (baseline SSE2, AVX2, AVX-512), agree with the
-// sequential row math of the kernel headers to rounding, and GELU's tanh against libm.
+// core/kernels/cpu_simd.hpp: the CPU loops of GELU, LayerNorm, the attention softmax and the
+// residual family give the same bits at every vector level this CPU runs (baseline SSE2, AVX2,
+// AVX-512), agree with the sequential row math of the kernel headers to rounding, and GELU's tanh
+// against libm.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "core/kernels/cpu_simd.hpp"
 #include "core/kernels/gelu.hpp"
 #include "core/kernels/layernorm.hpp"
+#include "core/kernels/residual.hpp"
 
 using namespace shardlab;
 
@@ -175,5 +177,32 @@ TEST(CpuSimd, ScopedLevelRestoresAndRefusesWhatTheCpuLacks) {
   EXPECT_EQ(cpu_simd(), before);
   if (cpu_simd_supported() != CpuSimd::avx512) {
     EXPECT_THROW(ScopedCpuSimd(CpuSimd::avx512), InvalidArgument);
+  }
+}
+
+// The residual family at every level: the residual add, the bias broadcast (written and added)
+// and the bias gradient's row sums give the baseline's bits.
+TEST_F(SimdKernelTest, ResidualAndBiasKernelsGiveTheBaselineBits) {
+  const int N = 7;
+  for (int OC : {1, 5, 16, 17, 100, 771}) {
+    const size_t n = static_cast<size_t>(N) * OC;
+    auto a = randn(n, 3.0f), b = randn(n), bias = randn(OC), dout = randn(n);
+    std::vector<std::vector<float>> outs;
+    for (CpuSimd level : levels()) {
+      ScopedCpuSimd at(level);
+      std::vector<float> sum(n), set(n, 7.0f), added = a, dbias(OC, 0.5f);
+      residual_forward(*dev, sum.data(), a.data(), b.data(), static_cast<int64_t>(n));
+      bias_broadcast(*dev, set.data(), bias.data(), N, OC, false);
+      bias_broadcast(*dev, added.data(), bias.data(), N, OC, true);
+      bias_backward(*dev, dbias.data(), dout.data(), N, OC);
+      for (const auto* v : {&set, &added, &dbias}) sum.insert(sum.end(), v->begin(), v->end());
+      outs.push_back(sum);
+    }
+    expect_same_bits(outs, "residual, bias");
+    // And the bias gradient agrees with the GPU's column walk (which adds the sum at the end).
+    std::vector<float> dbias(OC, 0.5f), col(OC, 0.5f);
+    bias_backward(*dev, dbias.data(), dout.data(), N, OC);
+    for (int o = 0; o < OC; ++o) bias_grad_col(col.data(), dout.data(), N, OC, o);
+    for (int o = 0; o < OC; ++o) EXPECT_NEAR(dbias[o], col[o], 1e-5f) << "column " << o;
   }
 }

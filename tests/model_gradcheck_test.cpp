@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "core/model/gpt.hpp"
 #include "tests/model_reference.hpp"
@@ -214,4 +215,42 @@ TEST_F(ModelTest, ForwardChecksInputs) {
   EXPECT_THROW(gpt.backward(), InvalidArgument);  // no targets
   EXPECT_GT(gpt.activation_bytes(), 0);
   EXPECT_EQ(gpt.activation_bytes(), tracker.current(MemCategory::activations));
+}
+
+// GradWrite::overwrite writes every parameter gradient of the call, whatever the buffer held
+// (NaN here), with the bits of accumulating into zeros; for a block, and for the root unit's two
+// calls (head_backward writes wte, embedding_backward adds to it and writes wpe, also the rows of
+// positions past T).
+TEST_F(ModelTest, OverwriteGivesTheBitsOfAccumulatingIntoZeros) {
+  const GPTConfig cfg = micro();
+  const int B = 2, T = 3, C = cfg.n_embd;  // T < max_seq_len: wpe has rows no position touches
+  ASSERT_LT(T, cfg.max_seq_len);
+  auto params = unit_params(cfg, 1, 31);
+  auto x = ref::random_floats(B * T * C, 32), dy = ref::random_floats(B * T * C, 33);
+  BlockActivations acts(*dev, cfg, B, T);
+  std::vector<float> y(x.size());
+  block_forward(*dev, cfg, y.data(), acts, x.data(), params.data(), B, T);
+  std::vector<float> dx0(x.size()), dx1(x.size()), zeros(params.size(), 0.0f);
+  std::vector<float> garbage(params.size(), std::nanf(""));
+  block_backward(*dev, cfg, dx0.data(), zeros.data(), dy.data(), acts, x.data(), params.data(), B,
+                 T);
+  block_backward(*dev, cfg, dx1.data(), garbage.data(), dy.data(), acts, x.data(), params.data(), B,
+                 T, GradWrite::overwrite);
+  EXPECT_EQ(std::memcmp(garbage.data(), zeros.data(), zeros.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(dx1.data(), dx0.data(), dx0.size() * 4), 0);
+
+  auto root = unit_params(cfg, 0, 34);
+  auto tokens = random_tokens(B * T, cfg.vocab_size, 35);
+  auto targets = random_tokens(B * T, cfg.vocab_size, 36);
+  HeadActivations head(*dev, cfg, B, T);
+  head_forward(*dev, cfg, head, x.data(), targets.data(), root.data(), B, T);
+  std::vector<float> rzeros(root.size(), 0.0f), rgarbage(root.size(), std::nanf(""));
+  for (GradWrite gw : {GradWrite::accumulate, GradWrite::overwrite}) {
+    std::vector<float>& g = gw == GradWrite::accumulate ? rzeros : rgarbage;
+    std::vector<float> dx(x.size());
+    head_backward(*dev, cfg, dx.data(), g.data(), head, x.data(), targets.data(), root.data(), B, T,
+                  0.5f, gw);
+    embedding_backward(*dev, cfg, g.data(), tokens.data(), dx.data(), B, T, gw);
+  }
+  EXPECT_EQ(std::memcmp(rgarbage.data(), rzeros.data(), rzeros.size() * 4), 0);
 }

@@ -205,8 +205,9 @@ float Engine::Impl::forward_backward(const int* tokens, const int* targets, int 
       case UseKind::head: {
         {
           ComputeSpan s(rec, "backward", span_unit, cfg.compute_slowdown);
-          head_backward(dev, model, dres.f32(), piece_grads(wrap.root), head, res + L * btc,
-                        targets, piece_params(wrap.root), B, T, loss_scale);
+          float* g = piece_grads(wrap.root);
+          head_backward(dev, model, dres.f32(), g, head, res + L * btc, targets,
+                        piece_params(wrap.root), B, T, loss_scale, piece_grad_write(wrap.root));
         }
         head.release();
         break;
@@ -217,19 +218,24 @@ float Engine::Impl::forward_backward(const int* tokens, const int* targets, int 
       case UseKind::attn: {
         {
           ComputeSpan s(rec, "backward", span_unit, cfg.compute_slowdown);
-          if (use.kind != UseKind::attn)
-            block_mlp_backward(dev, model, dres.f32(), piece_grads(wrap.mlp[l]), dres.f32(),
-                               acts[l], piece_params(wrap.mlp[l]), B, T);
-          if (use.kind != UseKind::mlp)
-            block_attn_backward(dev, model, dres.f32(), piece_grads(wrap.attn[l]), acts[l],
-                                res + l * btc, piece_params(wrap.attn[l]), B, T);
+          if (use.kind != UseKind::attn) {
+            float* g = piece_grads(wrap.mlp[l]);
+            block_mlp_backward(dev, model, dres.f32(), g, dres.f32(), acts[l],
+                               piece_params(wrap.mlp[l]), B, T, piece_grad_write(wrap.mlp[l]));
+          }
+          if (use.kind != UseKind::mlp) {
+            float* g = piece_grads(wrap.attn[l]);
+            block_attn_backward(dev, model, dres.f32(), g, acts[l], res + l * btc,
+                                piece_params(wrap.attn[l]), B, T, piece_grad_write(wrap.attn[l]));
+          }
         }
         if (use.kind != UseKind::mlp) acts[l].release();
         break;
       }
       case UseKind::embed: {
         ComputeSpan s(rec, "backward", span_unit, cfg.compute_slowdown);
-        embedding_backward(dev, model, piece_grads(wrap.root), tokens, dres.f32(), B, T);
+        float* g = piece_grads(wrap.root);
+        embedding_backward(dev, model, g, tokens, dres.f32(), B, T, piece_grad_write(wrap.root));
         break;
       }
     }

@@ -55,6 +55,7 @@ struct FsdpUnit {
   Buffer gathered;  // params_unsharded: P elements of param_dtype while gathered
   Buffer compute;   // workspace: P fp32, the compute copy when param_dtype is not f32
   Buffer dflat;     // grads_unsharded: P fp32, the unit's gradient before it is reduced
+  bool dflat_unwritten = false;  // dflat came this micro-batch: backward writes, not adds
   Work gather_work;
   bool gather_inflight = false;
   bool unsharded = false;
@@ -135,12 +136,18 @@ struct Engine::Impl {
     return compute_params(units[p.unit]) + p.offset;
   }
   float* piece_grads(const PiecePlace& p) { return grad_target(units[p.unit]) + p.offset; }
+  // How backward writes into the piece's gradient; call after piece_grads.
+  GradWrite piece_grad_write(const PiecePlace& p) const {
+    return units[p.unit].dflat_unwritten ? GradWrite::overwrite : GradWrite::accumulate;
+  }
 
   // ---- prefetch (prefetch.cpp)
   void prefetch(const std::vector<int>& order, int i);  // the gathers ahead of order[i]
 
   // ---- gradients (grad_reduce.cpp)
   float* grad_target(FsdpUnit& u);  // where backward accumulates the unit's fp32 gradient
+  // Zeroes the elements of a flat gradient that no parameter covers (gaps, padding).
+  void zero_uncovered(const FlatLayout& layout, float* flat);
   void after_unit_backward(FsdpUnit& u, bool last_micro);
   void fold_grad(FsdpUnit& u);  // GradAccum::fold: dflat cast and added into the full gradient
   void issue_reduce(FsdpUnit& u);

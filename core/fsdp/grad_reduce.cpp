@@ -10,6 +10,9 @@
 // Collectives sum; backward already scaled the loss by 1/(N K). The local backend sums each
 // element in rank order in both all-reduce and reduce-scatter, so no_shard, shard_optim,
 // shard_grad_op and full_shard get bit-identical reduced gradients.
+#include <algorithm>
+#include <vector>
+
 #include "core/base/error.hpp"
 #include "core/fsdp/engine_impl.hpp"
 #include "core/kernels/elementwise.hpp"
@@ -36,12 +39,31 @@ void add_into(Device& dev, void* dst, const void* src, DType t, int64_t n) {
 
 float* Engine::Impl::grad_target(FsdpUnit& u) {
   if (accum == GradAccum::direct) return u.grads.f32();
-  if (u.dflat.empty())
-    u.dflat = dev.alloc_zeros(u.layout.padded_numel() * 4, MemCategory::grads_unsharded);
+  if (u.dflat.empty()) {
+    // Not zeroed: the unit's backward writes every parameter's gradient before adding to it
+    // (GradWrite::overwrite, layers.hpp), so only what no parameter covers is zeroed here.
+    u.dflat = dev.alloc(u.layout.padded_numel() * 4, MemCategory::grads_unsharded);
+    zero_uncovered(u.layout, u.dflat.f32());
+    u.dflat_unwritten = true;
+  }
   return u.dflat.f32();
 }
 
+void Engine::Impl::zero_uncovered(const FlatLayout& layout, float* flat) {
+  std::vector<ShardRange> covered;
+  for (const FlatEntry& e : layout.entries()) covered.push_back({e.offset, e.numel});
+  std::sort(covered.begin(), covered.end(),
+            [](const ShardRange& a, const ShardRange& b) { return a.offset < b.offset; });
+  int64_t at = 0;
+  for (const ShardRange& c : covered) {
+    if (c.offset > at) dev.fill_zero(flat + at, (c.offset - at) * 4);
+    at = std::max(at, c.end());
+  }
+  if (layout.padded_numel() > at) dev.fill_zero(flat + at, (layout.padded_numel() - at) * 4);
+}
+
 void Engine::Impl::after_unit_backward(FsdpUnit& u, bool last_micro) {
+  u.dflat_unwritten = false;  // under no_sync the next micro-batch adds to what this one wrote
   if (accum == GradAccum::fold) fold_grad(u);
   // Until then the gradient accumulates: in the full gradient (direct, fold) or in dflat (no_sync).
   if (!reduces_after(accum, last_micro)) return;

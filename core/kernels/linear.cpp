@@ -17,12 +17,16 @@ void linear_forward(Device& dev, float* out, const float* inp, const float* weig
 }
 
 void linear_backward(Device& dev, float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int N, int IC, int OC) {
+                     const float* inp, const float* weight, int N, int IC, int OC,
+                     bool accumulate) {
   if (dinp)  // (N, IC) = (N, OC) @ (IC, OC)^T
     dev.gemm(false, true, N, IC, OC, 1.0f, dout, OC, weight, OC, 0.0f, dinp, IC);
   // (IC, OC) += (N, IC)^T @ (N, OC)
-  dev.gemm(true, false, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dweight, OC);
-  if (dbias) bias_backward(dev, dbias, dout, N, OC);
+  dev.gemm(true, false, IC, OC, N, 1.0f, inp, IC, dout, OC, accumulate ? 1.0f : 0.0f, dweight, OC);
+  if (!dbias) return;
+  // OC values: zeroed, then the same row sums as +=.
+  if (!accumulate) dev.fill_zero(dbias, static_cast<int64_t>(OC) * 4);
+  bias_backward(dev, dbias, dout, N, OC);
 }
 
 }  // namespace shardlab

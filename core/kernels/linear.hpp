@@ -13,10 +13,11 @@ void linear_forward(Device& dev, float* out /* (N, OC) */, const float* inp /* (
                     int OC, bool accumulate = false);
 
 // dinp = dout @ weight^T (overwritten; skipped when null), dweight += inp^T @ dout,
-// dbias += column sums of dout (skipped when null).
+// dbias += column sums of dout (skipped when null). accumulate false: dweight and dbias are
+// written instead (beta 0), with the bits of += into zeros.
 void linear_backward(Device& dev, float* dinp /* (N, IC) */, float* dweight /* (IC, OC) */,
                      float* dbias /* (OC) */, const float* dout /* (N, OC) */,
                      const float* inp /* (N, IC) */, const float* weight /* (IC, OC) */, int N,
-                     int IC, int OC);
+                     int IC, int OC, bool accumulate = true);
 
 }  // namespace shardlab

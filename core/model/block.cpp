@@ -11,6 +11,14 @@
 namespace shardlab {
 
 namespace {
+// Under GradWrite::overwrite, a LayerNorm's (C) weight and bias gradients start from zero: its
+// backward only adds (C values, against the (C, 4C) weights the GEMMs write).
+void start_layernorm_grads(Device& dev, GradWrite gw, float* dweight, float* dbias, int C) {
+  if (gw == GradWrite::accumulate) return;
+  dev.fill_zero(dweight, static_cast<int64_t>(C) * 4);
+  dev.fill_zero(dbias, static_cast<int64_t>(C) * 4);
+}
+
 void check_acts(const BlockActivations& acts, int B, int T, const char* fn) {
   SL_CHECK(acts.allocated(), fn, ": block activations are not allocated");
   SL_CHECK(acts.B() == B && acts.T() == T, fn, ": activations are for B ", acts.B(), " T ",
@@ -53,7 +61,7 @@ void block_forward(Device& dev, const GPTConfig& cfg, float* y, BlockActivations
 
 void block_mlp_backward(Device& dev, const GPTConfig& cfg, float* dx, float* dmlp_params,
                         const float* dy, const BlockActivations& acts, const float* mlp_params,
-                        int B, int T) {
+                        int B, int T, GradWrite gw) {
   check_acts(acts, B, T, "block_mlp_backward");
   const int N = B * T, C = cfg.n_embd;
   const int64_t nc = static_cast<int64_t>(N) * C;
@@ -65,17 +73,20 @@ void block_mlp_backward(Device& dev, const GPTConfig& cfg, float* dx, float* dml
   float* wide = wide_buf.f32();
   float* narrow = narrow_buf.f32();
   // Every read of dy happens before dx (which may alias it) is written.
-  linear_backward(dev, wide, d.fcproj_w, d.fcproj_b, dy, acts.fch_gelu, p.fcproj_w, N, 4 * C, C);
+  const bool acc = gw == GradWrite::accumulate;
+  linear_backward(dev, wide, d.fcproj_w, d.fcproj_b, dy, acts.fch_gelu, p.fcproj_w, N, 4 * C, C,
+                  acc);
   gelu_backward(dev, wide, acts.fch, wide, nc * 4);
-  linear_backward(dev, narrow, d.fc_w, d.fc_b, wide, acts.ln2, p.fc_w, N, C, 4 * C);
+  linear_backward(dev, narrow, d.fc_w, d.fc_b, wide, acts.ln2, p.fc_w, N, C, 4 * C, acc);
   if (dx != dy) dev.copy(dx, dy, nc * 4);  // residual path
+  start_layernorm_grads(dev, gw, d.ln2_w, d.ln2_b, C);
   layernorm_backward(dev, dx, d.ln2_w, d.ln2_b, narrow, acts.res2, p.ln2_w, acts.ln2_mean,
                      acts.ln2_rstd, N, C);
 }
 
 void block_attn_backward(Device& dev, const GPTConfig& cfg, float* dx, float* dattn_params,
                          const BlockActivations& acts, const float* x, const float* attn_params,
-                         int B, int T) {
+                         int B, int T, GradWrite gw) {
   check_acts(acts, B, T, "block_attn_backward");
   const int N = B * T, C = cfg.n_embd;
   const int64_t nc = static_cast<int64_t>(N) * C;
@@ -87,20 +98,22 @@ void block_attn_backward(Device& dev, const GPTConfig& cfg, float* dx, float* da
   float* wide = wide_buf.f32();
   float* narrow = narrow_buf.f32();
   // dx holds dL/dr on entry
-  linear_backward(dev, narrow, d.attproj_w, d.attproj_b, dx, acts.atty, p.attproj_w, N, C, C);
+  const bool acc = gw == GradWrite::accumulate;
+  linear_backward(dev, narrow, d.attproj_w, d.attproj_b, dx, acts.atty, p.attproj_w, N, C, C, acc);
   attention_backward(dev, wide, narrow, acts.qkv, acts.att, B, T, C, cfg.n_head);
-  linear_backward(dev, narrow, d.qkv_w, d.qkv_b, wide, acts.ln1, p.qkv_w, N, C, 3 * C);
+  linear_backward(dev, narrow, d.qkv_w, d.qkv_b, wide, acts.ln1, p.qkv_w, N, C, 3 * C, acc);
+  start_layernorm_grads(dev, gw, d.ln1_w, d.ln1_b, C);
   layernorm_backward(dev, dx, d.ln1_w, d.ln1_b, narrow, x, p.ln1_w, acts.ln1_mean, acts.ln1_rstd, N,
                      C);
 }
 
 void block_backward(Device& dev, const GPTConfig& cfg, float* dx, float* dblock_params,
                     const float* dy, const BlockActivations& acts, const float* x,
-                    const float* block_params, int B, int T) {
+                    const float* block_params, int B, int T, GradWrite gw) {
   check_acts(acts, B, T, "block_backward");
   const int64_t a = block_attn_numel(cfg);
-  block_mlp_backward(dev, cfg, dx, dblock_params + a, dy, acts, block_params + a, B, T);
-  block_attn_backward(dev, cfg, dx, dblock_params, acts, x, block_params, B, T);
+  block_mlp_backward(dev, cfg, dx, dblock_params + a, dy, acts, block_params + a, B, T, gw);
+  block_attn_backward(dev, cfg, dx, dblock_params, acts, x, block_params, B, T, gw);
 }
 
 }  // namespace shardlab

@@ -15,10 +15,13 @@ void embedding_forward(Device& dev, const GPTConfig& cfg, float* x, const int* t
 }
 
 void embedding_backward(Device& dev, const GPTConfig& cfg, float* droot_params, const int* tokens,
-                        const float* dx, int B, int T) {
+                        const float* dx, int B, int T, GradWrite gw) {
   SL_CHECK(T >= 1 && T <= cfg.max_seq_len, "embedding_backward: T ", T, " outside [1, max_seq_len ",
            cfg.max_seq_len, "]");
   auto d = root_views(cfg, droot_params);
+  // wpe's (max_seq_len, C) rows: zeroed, then the positions' sums added (rows past T stay 0).
+  if (gw == GradWrite::overwrite)
+    dev.fill_zero(d.wpe, static_cast<int64_t>(cfg.max_seq_len) * cfg.n_embd * 4);
   encoder_backward(dev, d.wte, d.wpe, dx, tokens, B, T, cfg.n_embd, cfg.vocab_size);
 }
 

@@ -23,7 +23,7 @@ float head_forward(Device& dev, const GPTConfig& cfg, HeadActivations& acts, con
 
 void head_backward(Device& dev, const GPTConfig& cfg, float* dx, float* droot_params,
                    const HeadActivations& acts, const float* x, const int* targets,
-                   const float* root_params, int B, int T, float loss_scale) {
+                   const float* root_params, int B, int T, float loss_scale, GradWrite gw) {
   SL_CHECK(acts.allocated() && acts.B() == B && acts.T() == T,
            "head_backward: activations are not allocated for B ", B, " T ", T);
   SL_CHECK(targets != nullptr, "head_backward: needs targets");
@@ -38,11 +38,16 @@ void head_backward(Device& dev, const GPTConfig& cfg, float* dx, float* droot_pa
   // d(loss_scale * mean over N positions) / dlogits = loss_scale / N * (p - onehot)
   crossentropy_backward(dev, dlogits, acts.probs, targets, loss_scale / static_cast<float>(N), N,
                         V);
-  // tied head: dwte (V, C) += dlogits^T (V, N) @ lnf (N, C)
-  dev.gemm(true, false, V, C, N, 1.0f, dlogits, V, acts.lnf, C, 1.0f, d.wte, C);
+  // tied head: dwte (V, C) += dlogits^T (V, N) @ lnf (N, C); written first under overwrite
+  const bool acc = gw == GradWrite::accumulate;
+  dev.gemm(true, false, V, C, N, 1.0f, dlogits, V, acts.lnf, C, acc ? 1.0f : 0.0f, d.wte, C);
   // dlnf (N, C) = dlogits (N, V) @ wte (V, C)
   dev.gemm(false, false, N, C, V, 1.0f, dlogits, V, r.wte, C, 0.0f, dlnf, C);
   dev.fill_zero(dx, static_cast<int64_t>(N) * C * 4);
+  if (!acc) {  // (C) values: zeroed, then LayerNorm's backward adds
+    dev.fill_zero(d.lnf_w, static_cast<int64_t>(C) * 4);
+    dev.fill_zero(d.lnf_b, static_cast<int64_t>(C) * 4);
+  }
   layernorm_backward(dev, dx, d.lnf_w, d.lnf_b, dlnf, x, r.lnf_w, acts.lnf_mean, acts.lnf_rstd, N,
                      C);
 }

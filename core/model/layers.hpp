@@ -7,7 +7,10 @@
 // - All tensors are fp32 device memory of the Device passed in; tokens and targets are int32
 //   device memory, shape (B, T), values in [0, V) (the CPU path checks and throws InvalidArgument).
 // - Parameter gradients ACCUMULATE (+=), so gradient accumulation over micro-batches works;
-//   callers zero them. Activation gradients (dx) are overwritten.
+//   callers zero them. Activation gradients (dx) are overwritten. GradWrite::overwrite instead
+//   writes the call's parameter gradients (GEMMs with beta 0), for a buffer backward has not
+//   written yet: it then needs no zeroing first, and the result has the bits of += into zeros.
+//   The tied wte is the one exception: head_backward writes it, embedding_backward always adds.
 // - Loss scale: head_forward returns the mean cross-entropy over the B*T positions; head_backward
 //   produces gradients of loss_scale * mean_loss. To accumulate over K micro-batches and get the
 //   gradient of the average loss, pass loss_scale = 1/K on each micro-batch (and scale further for
@@ -23,6 +26,9 @@
 
 namespace shardlab {
 
+// How a backward call writes its parameter gradients (see the conventions above).
+enum class GradWrite { accumulate, overwrite };
+
 // ---- embedding (root unit): x = wte[tokens] + wpe[0..T) ------------------------------------
 
 void embedding_forward(Device& dev, const GPTConfig& cfg,
@@ -31,11 +37,13 @@ void embedding_forward(Device& dev, const GPTConfig& cfg,
                        const float* root_params,  // root unit flat buffer
                        int B, int T);
 
+// overwrite: the wpe gradient is written (its rows past T zeroed); wte's is still added to, as
+// head_backward, which runs first, wrote it.
 void embedding_backward(Device& dev, const GPTConfig& cfg,
                         float* droot_params,  // root unit flat grad, += (wte and wpe rows)
                         const int* tokens,    // (B, T)
                         const float* dx,      // (B, T, C)
-                        int B, int T);
+                        int B, int T, GradWrite gw = GradWrite::accumulate);
 
 // ---- transformer block: y = r + mlp(ln_2(r)), r = x + attn(ln_1(x)) --------------------------
 
@@ -98,7 +106,7 @@ void block_backward(Device& dev, const GPTConfig& cfg,
                     const BlockActivations& acts,  // from block_forward on this x
                     const float* x,                // (B, T, C) the block's input
                     const float* block_params,     // block unit flat buffer
-                    int B, int T);
+                    int B, int T, GradWrite gw = GradWrite::accumulate);
 
 // The same, one half at a time, for a block whose halves live in different FSDP units (the
 // `layer` wrap policy): forward is attn then mlp, backward mlp then attn. Each half takes only its
@@ -120,14 +128,14 @@ void block_mlp_backward(Device& dev, const GPTConfig& cfg,
                         const float* dy,               // (B, T, C)
                         const BlockActivations& acts,  // from the forward
                         const float* mlp_params,       // the block's MLP half
-                        int B, int T);
+                        int B, int T, GradWrite gw = GradWrite::accumulate);
 void block_attn_backward(Device& dev, const GPTConfig& cfg,
                          float* dx,                     // (B, T, C) in: dL/d(res2), out: dL/dx
                          float* dattn_params,           // attention half of the flat grad, +=
                          const BlockActivations& acts,  // from the forward
                          const float* x,                // (B, T, C) the block's input
                          const float* attn_params,      // the block's attention half
-                         int B, int T);
+                         int B, int T, GradWrite gw = GradWrite::accumulate);
 
 // ---- head (root unit): ln_f, logits = ln_f(x) @ wte^T (tied), softmax, cross-entropy ---------
 
@@ -179,6 +187,6 @@ void head_backward(Device& dev, const GPTConfig& cfg,
                    const float* x,               // (B, T, C)
                    const int* targets,           // (B, T)
                    const float* root_params,     // root unit flat buffer
-                   int B, int T, float loss_scale = 1.0f);
+                   int B, int T, float loss_scale = 1.0f, GradWrite gw = GradWrite::accumulate);
 
 }  // namespace shardlab
