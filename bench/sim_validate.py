@@ -41,7 +41,12 @@ STRATEGIES = ("no_shard", "full_shard")
 PREFETCH = (0, 1)
 COLL_OPS = ("all_gather", "reduce_scatter", "all_reduce")
 COLL_SIZES = [64 << 10 << (2 * i) for i in range(7)]  # 64 KiB .. 256 MiB, x4
-COLL_REPS = 3  # bench_collectives repetitions per row; the table takes their median
+COLL_REPS = 3  # bench_collectives repetitions per row in one round; a round takes their median
+# Rounds of calibrate then bench_collectives, alternated in one turn of the lock; each cell is the
+# median over the rounds of both sides. One round of either side at 64 KiB-4 MiB moves by 2-3x
+# between runs seconds apart on this shared machine (docs/simulate-validation.md, "Calibrate's
+# per-call median against bench_collectives' loop"), more than the 20% being checked.
+COLL_ROUNDS = 3
 LOCK = "/tmp/shardlab-build.lock"
 CORES = os.cpu_count() or 1
 
@@ -264,40 +269,44 @@ def stage_collectives(a, cache, backend):
     # place (on both backends; bench_collectives has `_in_place` rows for local and MPI).
     flt = (f"^(all_gather/{backend}_in_place|(reduce_scatter|all_reduce)/{backend})/"
            f"bytes:({sizes})/ranks:2/")
-    out = os.path.join(a.work, f"collectives-{backend}.json")
-    # Three repetitions, their median: one run's mean moves by 2x between runs minutes apart
-    # here (MPI most), more than the 20% being checked.
-    cmd = [os.path.join(a.bin, "bench_collectives"), f"--benchmark_filter={flt}",
-           f"--benchmark_repetitions={COLL_REPS}", "--benchmark_report_aggregates_only=true",
-           "--benchmark_out_format=json", f"--benchmark_out={out}"]
-    if backend == "mpi":
-        cmd = mpi_prefix(2) + cmd
+
+    def bench_cmd(rnd):
+        cmd = [os.path.join(a.bin, "bench_collectives"), f"--benchmark_filter={flt}",
+               f"--benchmark_repetitions={COLL_REPS}", "--benchmark_report_aggregates_only=true",
+               "--benchmark_out_format=json",
+               f"--benchmark_out={coll_bench_path(a.work, backend, rnd)}"]
+        return mpi_prefix(2) + cmd if backend == "mpi" else cmd
+
     with Locked(f"collectives {backend}") as lk:
         # Calibrated in the same turn of the lock as the measurement it predicts, as the steps
-        # stages do: on this shared machine the collectives' times move by 2x and more between
-        # turns (MPI's polling ranks most: any third process on the 2 cores stalls them).
-        calibrate(a, cache, backend, coll_spec_path(a.work, backend))
-        run(cmd)
+        # stages do, and the two alternated COLL_ROUNDS times: on this shared machine the
+        # collectives' times move by 2x and more between runs (MPI's polling ranks most: any third
+        # process on the 2 cores stalls them), so each cell is the median over the rounds.
+        for rnd in range(COLL_ROUNDS):
+            print(f"[collectives {backend}] round {rnd + 1} of {COLL_ROUNDS}", flush=True)
+            calibrate(a, cache, backend, coll_spec_path(a.work, backend, rnd))
+            run(bench_cmd(rnd))
     cache.put(f"coll/{backend}/load", [lk.load_before, lk.load_after])
-    cache.put(f"coll/{backend}/command", " ".join(cmd))
+    cache.put(f"coll/{backend}/command", " ".join(bench_cmd(0)).replace("-round0", "-roundR"))
+    cache.put(f"coll/{backend}/rounds", COLL_ROUNDS)
     predict_collectives(a, cache, backend)
 
 
-def coll_spec_path(work, backend):
-    return os.path.join(work, f"this-machine-{backend}-collectives.json")
+def coll_spec_path(work, backend, rnd=0):
+    return os.path.join(work, f"this-machine-{backend}-collectives-round{rnd}.json")
 
 
-def predict_collectives(a, cache, backend):
-    """bench_collectives' measured times (its JSON) beside the topology model's."""
-    out = os.path.join(a.work, f"collectives-{backend}.json")
-    if not os.path.exists(out):
-        return
+def coll_bench_path(work, backend, rnd=0):
+    return os.path.join(work, f"collectives-{backend}-round{rnd}.json")
+
+
+def measured_collectives(path):
+    """bench_collectives' JSON: seconds per call for each (op, bytes), in the engine's form."""
     # Each collective in the form the engine calls it, which is also the form calibrate times:
     # all_gather in place (unshard gathers into the buffer that holds the rank's own shard,
-    # core/fsdp/unshard.cpp), the reductions out of place. A result file without the engine's
-    # form (made before bench_collectives had MPI in-place rows) gives the form it has.
+    # core/fsdp/unshard.cpp), the reductions out of place.
     rows = {}
-    for b in json.load(open(out))["benchmarks"]:
+    for b in json.load(open(path))["benchmarks"]:
         if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
             continue  # with repetitions: the median of their means
         op, where = b["name"].split("/")[:2]
@@ -307,20 +316,32 @@ def predict_collectives(a, cache, backend):
     measured = {}
     for (op, nbytes, _) in rows:
         engine_form = op == "all_gather"
-        t = rows.get((op, nbytes, engine_form), rows.get((op, nbytes, not engine_form)))
-        measured[(op, nbytes)] = t
-    spec = coll_spec_path(a.work, backend)
-    if not os.path.exists(spec):
-        spec = spec_path(a.work, backend, 2)
-    p = run([os.path.join(a.bin, "shardlab"), "simulate", "--cluster", spec, "--ranks", "2",
-             "--collective-times"])
-    for line in p.stdout.splitlines():
-        r = json.loads(line)
-        k = (r["op"], r["bytes"])
-        if k in measured:
-            cache.put(f"coll/{backend}/{r['op']}/{r['bytes']}",
-                      {"measured_s": measured[k], "predicted_s": r["seconds"],
-                       "algorithm": r["algorithm"]})
+        measured[(op, nbytes)] = rows.get((op, nbytes, engine_form),
+                                          rows.get((op, nbytes, not engine_form)))
+    return measured
+
+
+def predict_collectives(a, cache, backend):
+    """Per round, bench_collectives' measured times beside the topology model's on the spec
+    calibrated just before; per cell the median over the rounds of each side."""
+    measured, predicted = {}, {}
+    for rnd in range(cache.data.get(f"coll/{backend}/rounds", 0)):
+        out, spec = coll_bench_path(a.work, backend, rnd), coll_spec_path(a.work, backend, rnd)
+        if not (os.path.exists(out) and os.path.exists(spec)):
+            continue
+        for k, t in measured_collectives(out).items():
+            measured.setdefault(k, []).append(t)
+        p = run([os.path.join(a.bin, "shardlab"), "simulate", "--cluster", spec, "--ranks", "2",
+                 "--collective-times"])
+        for line in p.stdout.splitlines():
+            r = json.loads(line)
+            predicted.setdefault((r["op"], r["bytes"]), []).append(r["seconds"])
+    for k, ts in measured.items():
+        if k in predicted:
+            cache.put(f"coll/{backend}/{k[0]}/{k[1]}",
+                      {"measured_s": statistics.median(ts),
+                       "predicted_s": statistics.median(predicted[k]),
+                       "ratios": [p / m for p, m in zip(predicted[k], ts)]})
 
 
 # ---- two "nodes" over a slow link: network namespaces joined by a veth pair limited by tc ------
@@ -614,11 +635,16 @@ def report(a, cache):
         load = d.get(f"coll/{backend}/load")
         if not load:
             continue
+        rounds = d.get(f"coll/{backend}/rounds", 1)
         lines.append(f"**Collectives, {backend}, N = 2** (`{d.get(f'coll/{backend}/command')}`; "
-                     f"load {load[0]} -> {load[1]}): predicted / measured time per call (measured: the median of the {COLL_REPS} repetitions)\n")
+                     f"load {load[0]} -> {load[1]}): {rounds} rounds of `shardlab calibrate` "
+                     f"then bench_collectives ({COLL_REPS} repetitions, their median), "
+                     "alternated in one turn of the lock; per cell the median over the rounds "
+                     "of the predicted time over the median of the measured (measured per call; "
+                     "the rounds' own ratios, lowest and highest)\n")
         fits = spec_fits(a.work, backend)
         if fits:
-            lines.append(f"Fitted by `shardlab calibrate` in the same turn of the lock "
+            lines.append(f"Fitted by `shardlab calibrate` in the first round "
                          f"({os.path.basename(coll_spec_path(a.work, backend))}, "
                          f"intra_node.collectives; alpha, beta and the buffers each regime "
                          f"serves): {fits}\n")
@@ -633,7 +659,9 @@ def report(a, cache):
                     continue
                 ratio = r["predicted_s"] / r["measured_s"]
                 mark = "" if abs(ratio - 1) <= 0.20 else " **x**"
-                cells.append(f"{ratio:.2f} ({1e6 * r['measured_s']:.0f} us){mark}")
+                spread = r.get("ratios", [])
+                spread = f"; {min(spread):.2f}-{max(spread):.2f}" if len(spread) > 1 else ""
+                cells.append(f"{ratio:.2f} ({1e6 * r['measured_s']:.0f} us{spread}){mark}")
             lines.append(f"| {fmt_bytes(s)} | " + " | ".join(cells) + " |")
         lines.append("")
     speed_runs = sorted(k for k in d if k.startswith("cpuspeed/run/"))
