@@ -155,8 +155,8 @@ TEST(CommLocal, LargeCallsInPiecesAndStreamedStoresKeepTheRankOrderBits) {
 }
 
 // The f32 loop at every vector width the CPU runs (cpu_simd.hpp: SSE2, AVX2, AVX-512): the
-// rank-order bits of the scalar contract, with and without streamed stores, from unaligned sources into an
-// unaligned destination, in place, with a tail shorter than a vector, for sum and avg.
+// rank-order bits of the scalar contract, with and without streamed stores, from unaligned sources
+// into an unaligned destination, in place, with a tail shorter than a vector, for sum and avg.
 TEST(CommLocal, EveryVectorWidthGivesTheRankOrderBits) {
   const int n = 3;
   const int64_t len = 10000 + 13;

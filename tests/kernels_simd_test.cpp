@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "core/kernels/attention.hpp"
 #include "core/base/cpu_simd.hpp"
+#include "core/kernels/attention.hpp"
 #include "core/kernels/gelu.hpp"
 #include "core/kernels/layernorm.hpp"
 #include "core/kernels/residual.hpp"
