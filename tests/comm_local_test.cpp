@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/base/cpu_simd.hpp"
 #include "core/comm/comm_common.hpp"
 #include "core/comm/launcher.hpp"
 #include "core/comm/reduce.hpp"
@@ -153,17 +154,18 @@ TEST(CommLocal, LargeCallsInPiecesAndStreamedStoresKeepTheRankOrderBits) {
   });
 }
 
-// The f32 loop in every instruction set the CPU offers (SSE2 and AVX on x86-64): the rank-order
-// bits of the scalar contract, with and without streamed stores, from unaligned sources into an
-// unaligned destination, in place, with a tail shorter than a vector, for sum and avg.
-TEST(CommLocal, EveryReductionIsaGivesTheRankOrderBits) {
+// The f32 loop at every vector width the CPU runs (cpu_simd.hpp: SSE2, AVX2, AVX-512): the
+// rank-order bits of the scalar contract, with and without streamed stores, from unaligned sources
+// into an unaligned destination, in place, with a tail shorter than a vector, for sum and avg.
+TEST(CommLocal, EveryVectorWidthGivesTheRankOrderBits) {
   const int n = 3;
   const int64_t len = 10000 + 13;
   std::vector<std::vector<float>> in;
   for (int r = 0; r < n; ++r) in.push_back(random_input(r, len + 8));
   int checked = 0;
-  for (ReduceIsa isa : {ReduceIsa::baseline, ReduceIsa::avx, ReduceIsa::best}) {
-    if (!reduce_isa_available(isa)) continue;
+  for (CpuSimd level : {CpuSimd::baseline, CpuSimd::avx2, CpuSimd::avx512}) {
+    if (static_cast<int>(level) > static_cast<int>(cpu_simd_supported())) continue;
+    ScopedCpuSimd at(level);
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg})
       for (bool stream : {false, true})
         for (int64_t off : {0, 1, 3}) {  // floats past the vectors' alignment
@@ -172,13 +174,13 @@ TEST(CommLocal, EveryReductionIsaGivesTheRankOrderBits) {
           std::vector<float> out(len + 8, 0.0f), own = in[1];
           void* dst[2] = {out.data() + off, own.data() + off};  // own: rank 1's, in place
           src[1] = own.data() + off;
-          reduce_rank_order(src.data(), n, dst, 2, len, DType::f32, op, stream, isa);
+          reduce_rank_order(src.data(), n, dst, 2, len, DType::f32, op, stream);
           for (int64_t i = 0; i < len; ++i) {
             float acc = in[0][off + i];
             for (int r = 1; r < n; ++r) acc = acc + in[r][off + i];
             if (op == ReduceOp::avg) acc = acc / static_cast<float>(n);
             ASSERT_EQ(std::memcmp(&out[off + i], &acc, 4), 0)
-                << "isa " << int(isa) << " " << reduce_op_name(op) << " stream " << stream
+                << cpu_simd_name(level) << " " << reduce_op_name(op) << " stream " << stream
                 << " offset " << off << " element " << i;
             ASSERT_EQ(std::memcmp(&own[off + i], &acc, 4), 0) << "in place, element " << i;
           }

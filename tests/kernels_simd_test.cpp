@@ -1,4 +1,4 @@
-// core/kernels/cpu_simd.hpp: the CPU loops of GELU, LayerNorm, the attention softmax and the
+// core/base/cpu_simd.hpp: the CPU loops of GELU, LayerNorm, the attention softmax and the
 // residual family give the same bits at every vector level this CPU runs (baseline SSE2, AVX2,
 // AVX-512), agree with the sequential row math of the kernel headers to rounding, and GELU's tanh
 // against libm.
@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "core/base/cpu_simd.hpp"
 #include "core/kernels/attention.hpp"
-#include "core/kernels/cpu_simd.hpp"
 #include "core/kernels/gelu.hpp"
 #include "core/kernels/layernorm.hpp"
 #include "core/kernels/residual.hpp"

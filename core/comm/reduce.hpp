@@ -17,12 +17,9 @@ namespace shardlab {
 // offset (in place): an element is read from every source before it is written. `stream` writes
 // f32 results with non-temporal stores (for results too large to stay in cache: the stores skip
 // reading the destination's lines first); the result is the same bits either way.
-// The f32 loop's instruction set: `best` is AVX where the CPU has it, else the baseline (SSE2 on
-// x86-64, scalar elsewhere). Tests name the others to check that every one gives the same bits.
-enum class ReduceIsa { best, baseline, avx };
-bool reduce_isa_available(ReduceIsa isa);
-
+// The f32 loop runs at the CPU's vector width (core/base/cpu_simd.hpp; ScopedCpuSimd picks
+// another, as the tests do to check that every width gives the same bits).
 void reduce_rank_order(const void* const* src, int n, void* const* dst, int ndst, int64_t len,
-                       DType t, ReduceOp op, bool stream = false, ReduceIsa isa = ReduceIsa::best);
+                       DType t, ReduceOp op, bool stream = false);
 
 }  // namespace shardlab

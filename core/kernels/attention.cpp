@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "core/kernels/cpu_simd.hpp"
+#include "core/base/cpu_simd.hpp"
 #include "core/kernels/kernel_table.hpp"
 
 namespace shardlab {

@@ -1,7 +1,7 @@
 // GELU (tanh approximation) on any device through its kernel table, and the CPU loops.
 #include "core/kernels/gelu.hpp"
 
-#include "core/kernels/cpu_simd.hpp"
+#include "core/base/cpu_simd.hpp"
 #include "core/kernels/kernel_table.hpp"
 
 namespace shardlab {

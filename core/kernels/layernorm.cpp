@@ -2,7 +2,7 @@
 // the shared row math.
 #include "core/kernels/layernorm.hpp"
 
-#include "core/kernels/cpu_simd.hpp"
+#include "core/base/cpu_simd.hpp"
 #include "core/kernels/kernel_table.hpp"
 
 namespace shardlab {

@@ -2,7 +2,7 @@
 // kernel table, and the CPU loops.
 #include "core/kernels/residual.hpp"
 
-#include "core/kernels/cpu_simd.hpp"
+#include "core/base/cpu_simd.hpp"
 #include "core/kernels/kernel_table.hpp"
 
 namespace shardlab {

@@ -1,5 +1,5 @@
 // The CPU kernels' vector level: detection, SHARDLAB_CPU_SIMD, the scoped override.
-#include "core/kernels/cpu_simd.hpp"
+#include "core/base/cpu_simd.hpp"
 
 #include <atomic>
 #include <cstdlib>

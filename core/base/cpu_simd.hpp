@@ -1,9 +1,10 @@
-// The vector width of the CPU kernel loops, chosen at run time. The build targets baseline x86-64
-// (SSE2, 4 floats per instruction) so that one binary runs anywhere; the hot loops (GELU,
-// LayerNorm, the attention softmax) are compiled three times, for SSE2, AVX2 and AVX-512F, from
-// the same source, and each call takes the widest the CPU has.
+// The vector width of the CPU loops, chosen at run time. The build targets baseline x86-64 (SSE2,
+// 4 floats per instruction) so that one binary runs anywhere; the kernels' hot loops (GELU,
+// LayerNorm, the attention softmax, residual and bias) are compiled three times, for SSE2, AVX2 and
+// AVX-512F, from the same source, and each call takes the widest the CPU has. The local backend's
+// rank-order reduction (comm/reduce.cpp) follows the same level with its SSE2 and AVX loops.
 //
-// The three give the same bits. Those files are compiled with -ffp-contract=off, so AVX2 and
+// The levels give the same bits. The kernels are compiled with -ffp-contract=off, so AVX2 and
 // AVX-512 round every operation as the baseline build (which has no FMA) does, and element-wise
 // loops do the same IEEE operations in any width. Reductions (row sums, dot products, maxima)
 // keep kCpuLanes = 16 partial results in a fixed order whatever the width, and combine them by a
