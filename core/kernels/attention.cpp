@@ -158,8 +158,9 @@ void softmax_backward(Device&, float* dpre, const float* att, const float* datt,
 }  // namespace
 }  // namespace cpu
 
-// Blocks of 32 positions: at T = 128 the six products skip 6 of 16 blocks; with OpenBLAS the
-// small preset's step GEMMs take 102 ms against 107 with whole sequences, and 103 with blocks of
-// 64 or 104 of 16 (bench_model's BM_StepGemms; docs/bench/perf-notes.md).
+// Blocks of 32 positions: at T = 128 the six products skip 6 of 16 blocks. With OpenBLAS, blocks
+// of 16, 32 and 64 run the small preset's step GEMMs within a millisecond of each other and 2 to
+// 5 ms (of ~105) faster than whole sequences; 32 takes half the calls of 16 (bench_model's
+// BM_StepGemms, docs/bench/perf-notes.md).
 const AttentionKernels kCpuAttention = {cpu::softmax_forward, cpu::softmax_backward, 32};
 }  // namespace shardlab
