@@ -8,7 +8,8 @@
 //                             and LayerNorm, ~1% of P for `medium`, are counted but do no matmul)
 // + 12 * L * B * T^2 * C      attention QK^T and PV, forward 4 B T^2 C per layer, backward twice
 // that
-//                             (full T x T: the GEMMs do not skip the causal upper triangle)
+//                             (over the full T x T by convention; the GEMMs skip the causal
+//                             blocks above the diagonal, attention.hpp, and compute fewer)
 //
 // Rates are per CPU time of the benchmark thread: with one BLAS thread all the work runs on it, so
 // other processes sharing the machine do not inflate the figures (wall time is reported too).
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "bench/flags.hpp"
+#include "core/kernels/attention.hpp"
 #include "core/model/gpt.hpp"
 
 using namespace shardlab;
@@ -95,7 +97,7 @@ void BM_Sgemm(benchmark::State& state) {
 // products, head.cpp's tied head), with their shapes, transposes, strides and betas, run back to
 // back on one thread. Its counters bound what a whole step can reach when everything outside
 // GEMM costs nothing:
-//   gemm_gflops    FLOP/s of the GEMMs as computed (2 M N K each; attention's full T x T)
+//   gemm_gflops    FLOP/s of the GEMMs as computed (2 M N K each; attention's causal blocks)
 //   model_gflops   the step's model FLOPs (bench_train_step's 6 Psi + 12 L C T per token, times
 //                  B T) over the time of these GEMMs: the best model_gflops a step of this shape
 //                  can show on this machine, to compare with BM_Sgemm's 2048^3 rate
@@ -109,7 +111,7 @@ struct GemmCall {
   int repeat;  // calls of this form in one step
 };
 
-std::vector<GemmCall> step_gemms(const GPTConfig& c, int B, int T) {
+std::vector<GemmCall> step_gemms(const GPTConfig& c, int B, int T, int block) {
   const int N = B * T, C = c.n_embd, V = c.vocab_size, NH = c.n_head, hs = C / NH;
   const int L = c.n_layer;
   const int64_t tt = static_cast<int64_t>(T) * T;
@@ -120,14 +122,18 @@ std::vector<GemmCall> step_gemms(const GPTConfig& c, int B, int T) {
     g.push_back({false, true, N, ic, oc, oc, oc, ic, 0, 0, 0, 0, 0.0f, L});
     g.push_back({true, false, ic, oc, N, ic, oc, oc, 0, 0, 0, 0, 1.0f, L});
   }
-  // attention.cpp, per layer and sequence, NH heads per call.
+  // attention.cpp, per layer and sequence, NH heads per call, per causal block: query block
+  // [r0, r1) against keys [0, r1), key block [r0, r1) against queries [r0, T).
   const int rB = L * B;
-  g.push_back({false, true, T, T, hs, 3 * C, 3 * C, T, hs, hs, tt, NH, 0.0f, rB});   // S = QK^T
-  g.push_back({false, false, T, hs, T, T, 3 * C, C, tt, hs, hs, NH, 0.0f, rB});      // P V
-  g.push_back({false, true, T, T, hs, C, 3 * C, T, hs, hs, tt, NH, 0.0f, rB});       // dP
-  g.push_back({true, false, T, hs, T, T, C, 3 * C, tt, hs, hs, NH, 0.0f, rB});       // dV
-  g.push_back({false, false, T, hs, T, T, 3 * C, 3 * C, tt, hs, hs, NH, 0.0f, rB});  // dQ
-  g.push_back({true, false, T, hs, T, T, 3 * C, 3 * C, tt, hs, hs, NH, 0.0f, rB});   // dK
+  for (int r0 = 0; r0 < T; r0 += block) {
+    const int r1 = std::min(T, r0 + block), m = r1 - r0, q = T - r0;
+    g.push_back({false, true, m, r1, hs, 3 * C, 3 * C, T, hs, hs, tt, NH, 0.0f, rB});   // S = QK^T
+    g.push_back({false, false, m, hs, r1, T, 3 * C, C, tt, hs, hs, NH, 0.0f, rB});      // P V
+    g.push_back({false, true, m, r1, hs, C, 3 * C, T, hs, hs, tt, NH, 0.0f, rB});       // dP
+    g.push_back({true, false, m, hs, q, T, C, 3 * C, tt, hs, hs, NH, 0.0f, rB});        // dV
+    g.push_back({false, false, m, hs, r1, T, 3 * C, 3 * C, tt, hs, hs, NH, 0.0f, rB});  // dQ
+    g.push_back({true, false, m, hs, q, T, 3 * C, 3 * C, tt, hs, hs, NH, 0.0f, rB});    // dK
+  }
   // head.cpp: logits, dwte (+=), dlnf.
   g.push_back({false, true, N, V, C, C, C, V, 0, 0, 0, 0, 0.0f, 1});
   g.push_back({true, false, V, C, N, V, C, C, 0, 0, 0, 0, 1.0f, 1});
@@ -141,7 +147,9 @@ void BM_StepGemms(benchmark::State& state, const char* preset) {
   MemoryTracker tracker(0);
   auto dev = make_cpu_device(tracker);
   const GPTConfig cfg = GPTConfig::preset(preset);
-  const std::vector<GemmCall> calls = step_gemms(cfg, B, T);
+  // block 0: the CPU's own causal block (attention_causal_block); T: whole sequences.
+  const int block = attention_causal_block(*dev, T, static_cast<int>(state.range(2)));
+  const std::vector<GemmCall> calls = step_gemms(cfg, B, T, block);
   // One buffer per operand, as large as the largest call reads or writes (every view of a call
   // stays inside: rows * ld elements, per batch entry stride apart).
   int64_t need = 0;
@@ -186,12 +194,12 @@ void BM_StepGemms(benchmark::State& state, const char* preset) {
 }  // namespace
 
 BENCHMARK_CAPTURE(BM_StepGemms, small, "small")
-    ->ArgNames({"B", "T"})
-    ->Args({4, 128})
+    ->ArgNames({"B", "T", "block"})
+    ->ArgsProduct({{4}, {128}, {0, 128, 64, 16}})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_StepGemms, medium, "medium")
-    ->ArgNames({"B", "T"})
-    ->Args({4, 128})
+    ->ArgNames({"B", "T", "block"})
+    ->ArgsProduct({{4}, {128}, {0, 128}})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_TrainStep, medium, "medium")
     ->ArgNames({"B", "T"})

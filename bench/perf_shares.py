@@ -18,6 +18,7 @@ from collections import defaultdict
 # (label, regex on "symbol @ source file"); the first match wins.
 GROUPS = [
     ("OpenBLAS `sgemm_kernel`", r"^sgemm_kernel"),
+    ("OpenBLAS small-matrix kernels (`sgemm_small_kernel_*`, no packing)", r"^sgemm_small_kernel"),
     ("OpenBLAS packing (`sgemm_*copy`)", r"^sgemm_\w*copy"),
     ("OpenBLAS `sgemm_beta` (C scaled or zeroed)", r"^sgemm_beta"),
     ("OpenBLAS, other", r"^(sgemm_|cblas_|blas_)"),

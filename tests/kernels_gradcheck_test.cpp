@@ -113,6 +113,35 @@ TEST_F(KernelTest, AttentionForwardAndBackward) {
   EXPECT_LT(ref::scaled_max_error(dqkv, ref::numeric_grad(qd, loss)), kGradTol);
 }
 
+// The causal blocks (attention.hpp) against one block per sequence, at block sizes that do and do
+// not divide T: the products only drop terms that are exactly 0, so the results agree to rounding.
+TEST_F(KernelTest, AttentionCausalBlocksMatchWholeSequences) {
+  const int B = 2, T = 7, C = 8, NH = 2;
+  auto qkv = ref::random_floats(B * T * 3 * C, 11);
+  auto dout = ref::random_floats(B * T * C, 12);
+  auto run = [&](int block, std::vector<float>& out, std::vector<float>& att,
+                 std::vector<float>& dqkv) {
+    out.assign(B * T * C, 9.0f);
+    att.assign(B * NH * T * T, 9.0f);
+    dqkv.assign(B * T * 3 * C, 9.0f);
+    attention_forward(*dev, out.data(), att.data(), qkv.data(), B, T, C, NH, block);
+    attention_backward(*dev, dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH, block);
+  };
+  std::vector<float> out, att, dqkv;
+  run(T, out, att, dqkv);
+  const Vec want_out(out.begin(), out.end()), want_att(att.begin(), att.end()),
+      want_dqkv(dqkv.begin(), dqkv.end());
+  for (int block : {1, 2, 3, 6}) {
+    SCOPED_TRACE(block);
+    EXPECT_EQ(attention_causal_block(*dev, T, block), block);
+    run(block, out, att, dqkv);
+    expect_close(out, want_out, 1e-6, "out");
+    expect_close(att, want_att, 1e-6, "att");
+    expect_close(dqkv, want_dqkv, 1e-6, "dqkv");
+  }
+  EXPECT_EQ(attention_causal_block(*dev, T, 100), T);
+}
+
 TEST_F(KernelTest, CrossEntropyLossAndLogitGradient) {
   const int N = 4, V = 7;
   auto logits = ref::random_floats(N * V, 7, 3.0f);

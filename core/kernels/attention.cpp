@@ -1,6 +1,6 @@
 // Causal self-attention: forward/backward composed of gemm_batched calls on strided per-head
-// views of qkv (see attention.hpp for the layout) and the softmax kernels, which run on any device
-// through its kernel table; then the softmax CPU loops.
+// views of qkv (see attention.hpp for the layout), in causal blocks, and the softmax kernels, which
+// run on any device through its kernel table; then the softmax CPU loops.
 #include "core/kernels/attention.hpp"
 
 #include <cmath>
@@ -19,38 +19,65 @@ void attention_softmax_backward(Device& dev, float* dpre, const float* att, cons
   kernel_table(dev).attention->softmax_backward(dev, dpre, att, datt, BH, T);
 }
 
+int attention_causal_block(const Device& dev, int T, int block) {
+  if (block <= 0) block = kernel_table(dev).attention->causal_block;
+  return block <= 0 || block > T ? T : block;
+}
+
+namespace {
+
+// fn(begin, end) for each block of positions [0, T). Query block [r0, r1) needs keys [0, r1)
+// only; key block [j0, j1) gets gradient from queries [j0, T) only. The blocks above the diagonal
+// hold P = 0 and dS = 0 exactly, so skipping them leaves every sum with the same nonzero terms.
+template <class Fn>
+void for_each_block(int T, int block, Fn fn) {
+  for (int b0 = 0; b0 < T; b0 += block) fn(b0, b0 + block < T ? b0 + block : T);
+}
+
+}  // namespace
+
 void attention_forward(Device& dev, float* out, float* att, const float* qkv, int B, int T, int C,
-                       int NH) {
+                       int NH, int block) {
   const int hs = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const int64_t tt = static_cast<int64_t>(T) * T;
+  const int64_t ld = 3 * C;  // qkv's row stride
+  block = attention_causal_block(dev, T, block);
   for (int b = 0; b < B; ++b) {
-    const float* q =
-        qkv + static_cast<int64_t>(b) * T * 3 * C;  // head h at q + h*hs, rows 3C apart
+    const float* q = qkv + b * T * ld;  // head h at q + h*hs, rows 3C apart
     const float* k = q + C;
     float* att_b = att + b * NH * tt;
-    // S_h (T, T) = scale * Q_h (T, hs) @ K_h^T
-    dev.gemm_batched(false, true, T, T, hs, scale, q, 3 * C, hs, k, 3 * C, hs, 0.0f, att_b, T, tt,
-                     NH);
+    // S_h[r0:r1, 0:r1] (T, T) = scale * Q_h[r0:r1] (T, hs) @ K_h[0:r1]^T; the rest of the row is
+    // the softmax's to zero.
+    for_each_block(T, block, [&](int r0, int r1) {
+      dev.gemm_batched(false, true, r1 - r0, r1, hs, scale, q + r0 * ld, 3 * C, hs, k, 3 * C, hs,
+                       0.0f, att_b + r0 * T, T, tt, NH);
+    });
   }
   attention_softmax_forward(dev, att, B * NH, T);
   for (int b = 0; b < B; ++b) {
-    const float* v = qkv + static_cast<int64_t>(b) * T * 3 * C + 2 * C;
-    // out_h (T, hs) = P_h (T, T) @ V_h (T, hs), written into columns [h*hs, (h+1)*hs) of out
-    dev.gemm_batched(false, false, T, hs, T, 1.0f, att + b * NH * tt, T, tt, v, 3 * C, hs, 0.0f,
-                     out + static_cast<int64_t>(b) * T * C, C, hs, NH);
+    const float* v = qkv + b * T * ld + 2 * C;
+    const float* att_b = att + b * NH * tt;
+    float* out_b = out + static_cast<int64_t>(b) * T * C;
+    // out_h[r0:r1] (T, hs) = P_h[r0:r1, 0:r1] @ V_h[0:r1], into columns [h*hs, (h+1)*hs) of out
+    for_each_block(T, block, [&](int r0, int r1) {
+      dev.gemm_batched(false, false, r1 - r0, hs, r1, 1.0f, att_b + r0 * T, T, tt, v, 3 * C, hs,
+                       0.0f, out_b + static_cast<int64_t>(r0) * C, C, hs, NH);
+    });
   }
 }
 
 void attention_backward(Device& dev, float* dqkv, const float* dout, const float* qkv,
-                        const float* att, int B, int T, int C, int NH) {
+                        const float* att, int B, int T, int C, int NH, int block) {
   const int hs = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const int64_t tt = static_cast<int64_t>(T) * T;
+  const int64_t ld = 3 * C;
+  block = attention_causal_block(dev, T, block);
   Buffer scratch = dev.alloc(NH * tt * 4, MemCategory::workspace);
   float* datt = scratch.f32();  // (NH, T, T): dP, then dS in place
   for (int b = 0; b < B; ++b) {
-    const int64_t off = static_cast<int64_t>(b) * T * 3 * C;
+    const int64_t off = b * T * ld;
     const float* q = qkv + off;
     const float* k = q + C;
     const float* v = q + 2 * C;
@@ -59,18 +86,27 @@ void attention_backward(Device& dev, float* dqkv, const float* dout, const float
     float* dv = dq + 2 * C;
     const float* dout_b = dout + static_cast<int64_t>(b) * T * C;
     const float* att_b = att + b * NH * tt;
-    // dP_h (T, T) = dout_h (T, hs) @ V_h^T
-    dev.gemm_batched(false, true, T, T, hs, 1.0f, dout_b, C, hs, v, 3 * C, hs, 0.0f, datt, T, tt,
-                     NH);
-    // dV_h (T, hs) = P_h^T @ dout_h
-    dev.gemm_batched(true, false, T, hs, T, 1.0f, att_b, T, tt, dout_b, C, hs, 0.0f, dv, 3 * C, hs,
-                     NH);
+    for_each_block(T, block, [&](int r0, int r1) {
+      // dP_h[r0:r1, 0:r1] = dout_h[r0:r1] (T, hs) @ V_h[0:r1]^T; the softmax reads no further
+      dev.gemm_batched(false, true, r1 - r0, r1, hs, 1.0f, dout_b + static_cast<int64_t>(r0) * C, C,
+                       hs, v, 3 * C, hs, 0.0f, datt + r0 * T, T, tt, NH);
+    });
+    for_each_block(T, block, [&](int j0, int j1) {
+      // dV_h[j0:j1] (T, hs) = P_h[j0:T, j0:j1]^T @ dout_h[j0:T]
+      dev.gemm_batched(true, false, j1 - j0, hs, T - j0, 1.0f, att_b + j0 * T + j0, T, tt,
+                       dout_b + static_cast<int64_t>(j0) * C, C, hs, 0.0f, dv + j0 * ld, 3 * C, hs,
+                       NH);
+    });
     attention_softmax_backward(dev, datt, att_b, datt, NH, T);
     // S = scale Q K^T:  dQ_h = scale dS_h @ K_h,  dK_h = scale dS_h^T @ Q_h
-    dev.gemm_batched(false, false, T, hs, T, scale, datt, T, tt, k, 3 * C, hs, 0.0f, dq, 3 * C, hs,
-                     NH);
-    dev.gemm_batched(true, false, T, hs, T, scale, datt, T, tt, q, 3 * C, hs, 0.0f, dk, 3 * C, hs,
-                     NH);
+    for_each_block(T, block, [&](int r0, int r1) {
+      dev.gemm_batched(false, false, r1 - r0, hs, r1, scale, datt + r0 * T, T, tt, k, 3 * C, hs,
+                       0.0f, dq + r0 * ld, 3 * C, hs, NH);
+    });
+    for_each_block(T, block, [&](int j0, int j1) {
+      dev.gemm_batched(true, false, j1 - j0, hs, T - j0, scale, datt + j0 * T + j0, T, tt,
+                       q + j0 * ld, 3 * C, hs, 0.0f, dk + j0 * ld, 3 * C, hs, NH);
+    });
   }
 }
 
@@ -122,5 +158,9 @@ void softmax_backward(Device&, float* dpre, const float* att, const float* datt,
 }  // namespace
 }  // namespace cpu
 
-const AttentionKernels kCpuAttention = {cpu::softmax_forward, cpu::softmax_backward};
+// Blocks of 32 positions: at T = 128 the six products skip 6 of 16 blocks. With OpenBLAS, blocks
+// of 16, 32 and 64 run the small preset's step GEMMs within a millisecond of each other and 2 to
+// 5 ms (of ~105) faster than whole sequences; 32 takes half the calls of 16 (bench_model's
+// BM_StepGemms, docs/bench/perf-notes.md).
+const AttentionKernels kCpuAttention = {cpu::softmax_forward, cpu::softmax_backward, 32};
 }  // namespace shardlab

@@ -1,8 +1,11 @@
 // Causal multi-head self-attention on a packed qkv tensor (B, T, 3C): q | k | v, head h at
 // columns [h*hs, (h+1)*hs) of each third, hs = C / NH. Per head (Vaswani et al. 2017):
 //   S = scale * Q K^T (scale = 1/sqrt(hs)),  P = causal_softmax(S),  out = P V.
-// QK^T, PV and their backward products go through Device::gemm_batched (one batch of NH heads per
-// sequence, strided views into qkv, no permute copies); only the softmax is a kernel of its own.
+// QK^T, PV and their backward products go through Device::gemm_batched (batches of NH heads,
+// strided views into qkv, no permute copies); only the softmax is a kernel of its own.
+// Causal blocks: the products run per block of query rows (and, for dK and dV, of key rows) and
+// skip the blocks above the diagonal, where P and dS are 0: with blocks of T/4, 6 of 16 blocks.
+// The block size is the device's (AttentionKernels::causal_block); 0 runs whole sequences.
 // Softmax backward, per row: dS = P * (dP - sum_j P_j dP_j) (derivation in docs/model.md).
 #pragma once
 
@@ -43,13 +46,20 @@ void attention_softmax_backward(Device& dev, float* dpre /* (BH, T, T) */,
                                 const float* att /* (BH, T, T) */,
                                 const float* datt /* (BH, T, T) */, int BH, int T);
 
+// Positions per causal block of the products on dev for sequences of T: `block` if positive, else
+// the device's; T (one block per sequence) where that is 0 or at least T.
+int attention_causal_block(const Device& dev, int T, int block = 0);
+
 // Composites over gemm_batched and the softmax kernels: run on any device as they are.
+// block: as attention_causal_block's.
 void attention_forward(Device& dev, float* out /* (B, T, C) */, float* att /* (B, NH, T, T) */,
-                       const float* qkv /* (B, T, 3C) */, int B, int T, int C, int NH);
+                       const float* qkv /* (B, T, 3C) */, int B, int T, int C, int NH,
+                       int block = 0);
 // dqkv overwritten. Scratch: one (NH, T, T) buffer under MemCategory::workspace.
 void attention_backward(Device& dev, float* dqkv /* (B, T, 3C) */,
                         const float* dout /* (B, T, C) */, const float* qkv /* (B, T, 3C) */,
-                        const float* att /* (B, NH, T, T) */, int B, int T, int C, int NH);
+                        const float* att /* (B, NH, T, T) */, int B, int T, int C, int NH,
+                        int block = 0);
 
 // This family's entry in a device's kernel table (kernel_table.hpp): the softmax rows; the
 // products are Device::gemm_batched.
@@ -57,6 +67,9 @@ struct AttentionKernels {
   void (*softmax_forward)(Device& dev, float* att, int BH, int T);
   void (*softmax_backward)(Device& dev, float* dpre, const float* att, const float* datt, int BH,
                            int T);
+  // Positions per causal block of the products; 0: whole sequences, one call per sequence and
+  // product (a GPU's choice: fewer, larger launches).
+  int causal_block;
 };
 
 }  // namespace shardlab

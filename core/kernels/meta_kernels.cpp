@@ -127,7 +127,8 @@ void bias_backward(Device& d, float*, const float*, int N, int OC) {
 }  // namespace
 }  // namespace meta
 
-const AttentionKernels kMetaAttention = {meta::softmax_forward, meta::softmax_backward};
+// Whole-sequence products, as the CUDA table: the simulator prices a GPU's launches.
+const AttentionKernels kMetaAttention = {meta::softmax_forward, meta::softmax_backward, 0};
 const CrossEntropyKernels kMetaCrossEntropy = {meta::ce_forward, meta::ce_backward};
 const ElementwiseKernels kMetaElementwise = {
     meta::fill,        meta::scale,       meta::axpy,      meta::cast_from_f32,

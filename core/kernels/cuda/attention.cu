@@ -42,6 +42,6 @@ void attention_softmax_backward(Device& dev, float* dpre, const float* att, cons
 }  // namespace cuda
 
 const AttentionKernels kCudaAttention = {cuda::attention_softmax_forward,
-                                         cuda::attention_softmax_backward};
+                                         cuda::attention_softmax_backward, 0};
 
 }  // namespace shardlab
