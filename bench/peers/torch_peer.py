@@ -320,8 +320,16 @@ def rank_main(rank, a, port):
         if rank == 0:
             write_row(a, shape, model, times, losses, mx[0].item(), mx[1].item(),
                       cpu_all.item(), torch.__version__)
+        dist.barrier()
     finally:
         dist.destroy_process_group()
+    # The row is written: leave without the interpreter's teardown. torch 2.15's gloo threads
+    # sometimes abort a rank there ("terminate called without an active exception", SIGABRT,
+    # about one run in five here, also with a barrier before destroy_process_group), which
+    # mp.spawn would report as this run failing.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def write_row(a, shape, model, times, losses, rss, worst, cpu_s, version):
