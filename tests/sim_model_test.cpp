@@ -21,6 +21,7 @@
 #include "core/device/cpu_speed.hpp"
 #include "core/device/device_model.hpp"
 #include "core/device/meta_device.hpp"
+#include "core/kernels/attention.hpp"
 #include "core/kernels/elementwise.hpp"
 #include "core/kernels/gelu.hpp"
 #include "core/optim/optimizer.hpp"
@@ -189,6 +190,33 @@ TEST(SimDeviceModel, TheOptimizerStepIsPricedAsTheEnginesOnePass) {
   // Neither: memory_efficiency, as for any kernel the spec does not name.
   j["efficiency"]["kernel_efficiency"].erase("adamw");
   EXPECT_EQ(step_ns(j, 1.0f), ns(launch + moved / (bw * 0.5)));
+}
+
+TEST(SimDeviceModel, ASpecOfCpuRanksRunsTheCpusCausalBlocks) {
+  // The CPU runs attention's products in causal blocks and skips those above the diagonal; a GPU
+  // runs whole sequences. The meta device runs what its spec says, so a simulated CPU issues the
+  // CPU's GEMMs: at T = 128 in blocks of 32, the forward's S and P V do 10 of 16 blocks' FLOPs.
+  nlohmann::json j = nlohmann::json::parse(cluster_preset_json("h100-sxm"));
+  const auto forward_flops = [&](const nlohmann::json& spec_json) {
+    const ClusterSpec spec = parse_cluster_spec(spec_json, "test spec");
+    MemoryTracker tracker;
+    VirtualClock clock;
+    MetaDevice dev(tracker, spec, clock, GemmMath::fp32);
+    const int B = 1, T = 128, C = 128, NH = 2;
+    Buffer qkv = dev.alloc(int64_t{4} * B * T * 3 * C, MemCategory::activations);
+    Buffer att = dev.alloc(int64_t{4} * B * NH * T * T, MemCategory::activations);
+    Buffer out = dev.alloc(int64_t{4} * B * T * C, MemCategory::activations);
+    attention_forward(dev, out.f32(), att.f32(), qkv.f32(), B, T, C, NH);
+    return dev.gemm_flops();
+  };
+  const double whole = forward_flops(j);
+  EXPECT_DOUBLE_EQ(whole, 2 * 2.0 * 128 * 128 * 128);  // S and P V: 2 T T hs per head, NH heads
+  j["attention_causal_block"] = kCpuAttentionCausalBlock;
+  EXPECT_DOUBLE_EQ(forward_flops(j), whole * 10 / 16);
+  j["attention_causal_block"] = -1;
+  EXPECT_PRED2(contains, spec_error(j), "field 'attention_causal_block' must be a whole number");
+  j["attention_causal_block"] = 1.5;
+  EXPECT_PRED2(contains, spec_error(j), "field 'attention_causal_block' must be a whole number");
 }
 
 TEST(SimDeviceModel, RanksInLockstepComputeAtTheSpecsLockstepEfficiency) {

@@ -288,7 +288,7 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
            std::to_string(o.ranks) + " ranks (" + o.backend +
            "), sgemm with one BLAS thread in three layouts, a large copy, each kernel against it, "
            "all_gather (in place), reduce_scatter and all_reduce (out of place) fitted each to "
-           "alpha-beta regimes by buffer size over 64 KiB to 64 MiB, median calls" +
+           "alpha-beta regimes by buffer size over 64 KiB to 256 MiB, median calls" +
            (o.link_groups > 1 ? " on " + std::to_string(o.link_groups) +
                                     " groups of ranks at once (links shared between them)"
                               : std::string()) +
@@ -296,6 +296,7 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
            "CPU ranks have no tensor cores, so fp32, tf32 and bf16 are the one sgemm rate"},
       {"nodes", 1},
       {"async_progress", coll.async_progress},
+      {"attention_causal_block", kCpuAttentionCausalBlock},
       {"ranks_per_node", n},
       {"gpu",
        {{"name", "CPU rank (one BLAS thread)"},

@@ -247,6 +247,14 @@ ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where
                v.dump());
     c.async_progress = v.get<bool>();
   }
+  if (j.contains("attention_causal_block")) {
+    const nlohmann::json& v = j.at("attention_causal_block");
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (1 << 20))
+      SL_THROW(InvalidArgument, where,
+               ": field 'attention_causal_block' must be a whole number of positions >= 0, not ",
+               v.dump());
+    c.attention_causal_block = v.get<int>();
+  }
   if (j.contains("efficiency")) {
     const nlohmann::json& e = object(j, "efficiency", where);
     CostModel& m = c.cost;

@@ -99,6 +99,10 @@ struct ClusterSpec {
   // worker) or only while the rank is inside the library, waiting on it (Open MPI with no progress
   // thread). Optional in a spec ("async_progress": true | false); `shardlab calibrate` measures it.
   bool async_progress = true;
+  // Positions per causal block of the attention products the device runs (kernels/attention.hpp):
+  // 0, whole sequences, as a GPU runs them; the CPU's blocks for a spec of CPU ranks, which
+  // `shardlab calibrate` writes. Optional ("attention_causal_block": an integer >= 0).
+  int attention_causal_block = 0;
   CostModel cost;
   nlohmann::json json;  // the spec as read (written into a simulated run's meta.json)
 

@@ -20,7 +20,7 @@ void attention_softmax_backward(Device& dev, float* dpre, const float* att, cons
 }
 
 int attention_causal_block(const Device& dev, int T, int block) {
-  if (block <= 0) block = kernel_table(dev).attention->causal_block;
+  if (block <= 0) block = kernel_table(dev).attention->causal_block(dev);
   return block <= 0 || block > T ? T : block;
 }
 
@@ -162,5 +162,6 @@ void softmax_backward(Device&, float* dpre, const float* att, const float* datt,
 // of 16, 32 and 64 run the small preset's step GEMMs within a millisecond of each other and 2 to
 // 5 ms (of ~105) faster than whole sequences; 32 takes half the calls of 16 (bench_model's
 // BM_StepGemms, docs/bench/perf-notes.md).
-const AttentionKernels kCpuAttention = {cpu::softmax_forward, cpu::softmax_backward, 32};
+const AttentionKernels kCpuAttention = {cpu::softmax_forward, cpu::softmax_backward,
+                                        [](const Device&) { return kCpuAttentionCausalBlock; }};
 }  // namespace shardlab

@@ -67,9 +67,14 @@ struct AttentionKernels {
   void (*softmax_forward)(Device& dev, float* att, int BH, int T);
   void (*softmax_backward)(Device& dev, float* dpre, const float* att, const float* datt, int BH,
                            int T);
-  // Positions per causal block of the products; 0: whole sequences, one call per sequence and
-  // product (a GPU's choice: fewer, larger launches).
-  int causal_block;
+  // Positions per causal block of the products on this device; 0: whole sequences, one call per
+  // sequence and product (a GPU's choice: fewer, larger launches). The meta device answers what
+  // its cluster spec says (`attention_causal_block`), so a simulated CPU runs the CPU's schedule.
+  int (*causal_block)(const Device& dev);
 };
+
+// The CPU's causal block: at T = 128 the six products skip 6 of 16 blocks (attention.cpp).
+// `shardlab calibrate` writes it into the specs it makes.
+inline constexpr int kCpuAttentionCausalBlock = 32;
 
 }  // namespace shardlab

@@ -127,8 +127,11 @@ void bias_backward(Device& d, float*, const float*, int N, int OC) {
 }  // namespace
 }  // namespace meta
 
-// Whole-sequence products, as the CUDA table: the simulator prices a GPU's launches.
-const AttentionKernels kMetaAttention = {meta::softmax_forward, meta::softmax_backward, 0};
+// The spec's causal block: 0 (whole sequences, a GPU's launches) unless it describes a CPU.
+const AttentionKernels kMetaAttention = {
+    meta::softmax_forward, meta::softmax_backward, [](const Device& d) {
+      return static_cast<const MetaDevice&>(d).spec().attention_causal_block;
+    }};
 const CrossEntropyKernels kMetaCrossEntropy = {meta::ce_forward, meta::ce_backward};
 const ElementwiseKernels kMetaElementwise = {
     meta::fill,        meta::scale,       meta::axpy,      meta::cast_from_f32,

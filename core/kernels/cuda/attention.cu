@@ -42,6 +42,7 @@ void attention_softmax_backward(Device& dev, float* dpre, const float* att, cons
 }  // namespace cuda
 
 const AttentionKernels kCudaAttention = {cuda::attention_softmax_forward,
-                                         cuda::attention_softmax_backward, 0};
+                                         cuda::attention_softmax_backward,
+                                         [](const Device&) { return 0; }};
 
 }  // namespace shardlab
