@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/base/cpu_affinity.hpp"
 #include "core/base/cpu_simd.hpp"
 #include "core/comm/comm_common.hpp"
 #include "core/comm/launcher.hpp"
@@ -375,3 +376,34 @@ TEST(CommLocal, EachCollectiveRecordsOneSpan) {
 }
 
 }  // namespace
+
+// Ranks that fit on the process's CPUs run on one CPU each, rank r on the r-th; unbound when asked,
+// when one rank has no peer, and when there are more ranks than CPUs.
+TEST(CommLocal, RanksBindToCoresOfTheirOwnWhenTheyFit) {
+  const std::vector<int> allowed = allowed_cpus();
+  if (allowed.empty()) GTEST_SKIP() << "this system does not report thread affinity";
+  const auto cpus_seen = [](const LaunchOptions& o) {
+    std::vector<std::vector<int>> seen(static_cast<size_t>(o.ranks));
+    launch(o, [&](RankContext& ctx) { seen[static_cast<size_t>(ctx.rank)] = this_thread_cpus(); });
+    return seen;
+  };
+  if (allowed.size() >= 2) {
+    LaunchOptions o = ranks(2);
+    EXPECT_EQ(local_rank_cpus(o), (std::vector<int>{allowed[0], allowed[1]}));
+    const auto seen = cpus_seen(o);
+    EXPECT_EQ(seen[0], std::vector<int>{allowed[0]});
+    EXPECT_EQ(seen[1], std::vector<int>{allowed[1]});
+    o.bind_to_cores = false;
+    EXPECT_TRUE(local_rank_cpus(o).empty());
+    for (const auto& s : cpus_seen(o)) EXPECT_EQ(s, allowed);
+  }
+  EXPECT_TRUE(local_rank_cpus(ranks(1)).empty());
+  EXPECT_EQ(cpus_seen(ranks(1))[0], allowed);
+  const LaunchOptions more = ranks(static_cast<int>(allowed.size()) + 1);
+  EXPECT_TRUE(local_rank_cpus(more).empty());
+  for (const auto& s : cpus_seen(more)) EXPECT_EQ(s, allowed);
+  // The process's mask is unchanged by its ranks' binding.
+  EXPECT_EQ(allowed_cpus(), allowed);
+  EXPECT_EQ(cpu_list_text({0, 1, 2, 5, 7, 8}), "0-2,5,7-8");
+  EXPECT_EQ(cpu_list_text({3}), "3");
+}

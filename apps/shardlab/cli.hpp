@@ -80,6 +80,7 @@ struct TrainOptionStrings {
   std::string slow_rank;
   std::string hang_rank;
   std::string trace = "on";
+  std::string bind_to = "core";
 };
 // Every option of `train` bound to `c` (simulate: those a simulation uses).
 void add_train_options(CLI::App* cmd, TrainConfig& c, TrainOptionStrings& s, bool simulate);

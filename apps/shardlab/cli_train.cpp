@@ -111,6 +111,10 @@ void add_train_options(CLI::App* cmd, TrainConfig& c, TrainOptionStrings& s, boo
                     "local (threads) | mpi (under mpirun: one process per rank, --ranks ignored) "
                     "| nccl (one GPU per rank; needs --device cuda)");
     cmd->add_option("--device", c.device, "cpu | cuda (needs --backend nccl and a CUDA build)");
+    cmd->add_option("--bind-to", s.bind_to,
+                    "local ranks: core (each rank's thread on a CPU of its own when 2 or more "
+                    "ranks fit on the CPUs this process may use, as mpirun binds at -np 2) | none "
+                    "(the scheduler places them)");
   }
   add_engine_options(cmd, e, c.accum, s.engine, kTrainEngineHelp);
   cmd->add_option("--max-inflight-gathers", e.max_inflight_gathers,
@@ -160,6 +164,9 @@ void apply_train_options(TrainConfig& c, const TrainOptionStrings& s) {
   c.engine.accum_mode = parse_accum_mode(s.accum_mode);
   if (!s.slow_rank.empty()) c.slow_rank = parse_slow_rank(s.slow_rank);
   if (!s.hang_rank.empty()) c.hang_rank = parse_hang_rank(s.hang_rank);
+  if (s.bind_to != "core" && s.bind_to != "none")
+    SL_THROW(InvalidArgument, "--bind-to '", s.bind_to, "': expected core or none");
+  c.bind_to_cores = s.bind_to == "core";
   if (s.trace == "off") {
     if (c.run_dir != "auto" && !c.run_dir.empty())
       SL_THROW(InvalidArgument, "--trace off and --run-dir ", c.run_dir, ": choose one");

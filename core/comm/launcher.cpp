@@ -8,12 +8,14 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/base/cpu_affinity.hpp"
 #include "core/comm/local_comm.hpp"
 #include "core/comm/mpi_backend.hpp"
 #include "core/comm/nccl_backend.hpp"
@@ -26,9 +28,26 @@ namespace shardlab {
 
 namespace {
 
+// SHARDLAB_BIND_TO=none turns the binding off in every program (the benchmarks too), as
+// SHARDLAB_CPU_POOL=0 turns off the host pool: for A/B runs. core (or unset) keeps the option's.
+bool binding_allowed_by_env() {
+  const char* e = std::getenv("SHARDLAB_BIND_TO");
+  if (!e || !*e || std::strcmp(e, "core") == 0) return true;
+  if (std::strcmp(e, "none") == 0) return false;
+  SL_THROW(InvalidArgument, "SHARDLAB_BIND_TO='", e, "': expected core or none");
+}
+
+CoreBinding local_binding(const LaunchOptions& opts) {
+  return plan_core_binding(opts.ranks,
+                           opts.bind_to_cores && opts.ranks >= 2 && binding_allowed_by_env());
+}
+
 void run_local_rank(const LaunchOptions& opts, const std::function<void(RankContext&)>& fn,
-                    const std::shared_ptr<LocalWorld>& world, int rank) {
+                    const std::shared_ptr<LocalWorld>& world, int rank, const CoreBinding& cores) {
   set_thread_rank(rank);
+  // Before the communicator exists: its worker thread starts from this thread's CPUs. A refusal
+  // (the mask changed since the plan) leaves the rank unbound, which only costs speed.
+  if (!cores.rank_cpu.empty()) bind_this_thread({cores.rank_cpu[static_cast<size_t>(rank)]});
   // Declared outside the try: the world is aborted before this rank's communicator and buffers
   // go away, so no other rank waits on them.
   RankResources res;
@@ -54,6 +73,8 @@ void launch_local(const LaunchOptions& opts, const std::function<void(RankContex
   world->set_collective_timeout(opts.collective_timeout_s);
   // Ranks are threads: one BLAS thread each, or they fight over the cores.
   if (opts.ranks > 1) set_blas_threads(1);
+  const CoreBinding cores = local_binding(opts);
+  world->set_worker_cpus(cores.worker_cpus);
   std::mutex mu;
   std::condition_variable cv;
   int finished = 0;
@@ -62,7 +83,7 @@ void launch_local(const LaunchOptions& opts, const std::function<void(RankContex
   for (int r = 0; r < opts.ranks; ++r) {
     try {
       threads.emplace_back([&, r] {
-        run_local_rank(opts, fn, world, r);
+        run_local_rank(opts, fn, world, r, cores);
         std::lock_guard<std::mutex> lk(mu);
         ++finished;
         cv.notify_all();
@@ -140,6 +161,10 @@ void launch_sim(const LaunchOptions& opts, const std::function<void(RankContext&
 }
 
 }  // namespace
+
+std::vector<int> local_rank_cpus(const LaunchOptions& opts) {
+  return opts.backend == "local" ? local_binding(opts).rank_cpu : std::vector<int>{};
+}
 
 bool under_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/base/error.hpp"
 #include "core/comm/communicator.hpp"
@@ -46,6 +47,10 @@ struct LaunchOptions {
   int sim_rank = 0;
   GemmMath gemm_math = GemmMath::fp32;
   int64_t mem_limit = 0;  // per-rank tracker capacity in bytes, 0 = unlimited
+  // local: bind each rank's thread to a CPU of its own when there are 2 or more ranks and they fit
+  // on the CPUs this process may use (core/base/cpu_affinity.hpp); false, or SHARDLAB_BIND_TO=none
+  // in the environment, leaves every thread to the scheduler.
+  bool bind_to_cores = true;
   // The collective watchdog (local and mpi): a rank waiting longer than this in one collective
   // stops the job, naming the ranks that did not arrive, and writes flight.json where the rank's
   // FlightRecorder::set_dump_path says.
@@ -72,6 +77,10 @@ class RankFailure : public Error {
 // Runs fn on every rank and returns when all are done. Throws RankFailure for the first rank that
 // failed (others are unblocked and their secondary CommErrors are not reported).
 void launch(const LaunchOptions& opts, const std::function<void(RankContext&)>& fn);
+
+// The CPU each local rank's thread is bound to under `opts` (empty: not bound). One rank has no
+// peer to wait for and is never bound.
+std::vector<int> local_rank_cpus(const LaunchOptions& opts);
 
 // True when this process was started by mpirun (OMPI_COMM_WORLD_SIZE or PMI_SIZE set).
 bool under_mpirun();

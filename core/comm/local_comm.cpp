@@ -32,6 +32,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "core/base/cpu_affinity.hpp"
 #include "core/base/error.hpp"
 #include "core/comm/comm_common.hpp"
 #include "core/comm/flight_recorder.hpp"
@@ -88,6 +89,7 @@ struct LocalWorld::Impl {
   std::vector<std::shared_ptr<FlightRecorder>> flights;  // by world rank
   std::atomic<double> timeout_s{kDefaultCollectiveTimeoutS};
   std::atomic<bool> watchdog_fired{false};
+  std::vector<int> worker_cpus;  // set before the ranks start; read-only after
 
   std::string failure_text() const {
     std::lock_guard<std::mutex> lk(mu);
@@ -141,6 +143,16 @@ struct Group {
   }
 };
 
+// The CPUs this process may use (its affinity mask, as taskset sets it), or the machine's count.
+int usable_cpus() {
+  static const int n = [] {
+    const size_t allowed = allowed_cpus().size();
+    return allowed > 0 ? static_cast<int>(allowed)
+                       : static_cast<int>(std::thread::hardware_concurrency());
+  }();
+  return n;
+}
+
 std::shared_ptr<Group> make_group(LocalWorld::Impl* world, std::vector<int> world_ranks) {
   auto g = std::make_shared<Group>();
   g->world = world;
@@ -152,7 +164,7 @@ std::shared_ptr<Group> make_group(LocalWorld::Impl* world, std::vector<int> worl
   g->desc.resize(g->size);
   g->arrive_ns.assign(g->size, 0);
   g->split.resize(g->size);
-  g->spin = g->size <= static_cast<int>(std::thread::hardware_concurrency());
+  g->spin = g->size <= usable_cpus();
   std::lock_guard<std::mutex> lk(world->mu);
   g->world->groups.push_back(g);
   return g;
@@ -560,6 +572,7 @@ class LocalComm final : public Communicator {
 
   void worker_loop() {
     set_thread_rank(world_rank_);
+    bind_this_thread(world_->impl().worker_cpus);  // empty: stays on its rank's CPUs
     for (;;) {
       std::shared_ptr<Task> t;
       {
@@ -685,6 +698,8 @@ int LocalWorld::size() const { return impl_->size; }
 bool LocalWorld::abort(int rank, const std::string& message, bool secondary) {
   return abort_world(*impl_, rank, message, secondary);
 }
+
+void LocalWorld::set_worker_cpus(std::vector<int> cpus) { impl_->worker_cpus = std::move(cpus); }
 
 void LocalWorld::set_collective_timeout(double seconds) {
   if (!(seconds > 0) || !std::isfinite(seconds))

@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/comm/communicator.hpp"
 #include "core/comm/flight_recorder.hpp"
@@ -45,6 +46,9 @@ class LocalWorld {
   void set_collective_timeout(double seconds);
   double collective_timeout() const;
   bool watchdog_fired() const;
+  // The CPUs the communicators' worker threads run on (cpu_affinity.hpp's CoreBinding); empty:
+  // each worker keeps the CPUs of the rank thread that made it. Set before any communicator.
+  void set_worker_cpus(std::vector<int> cpus);
   // World rank `rank`'s flight recorder (its last collectives).
   FlightRecorder& flight(int rank);
 

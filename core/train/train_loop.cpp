@@ -265,6 +265,7 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
   lo.device = cfg.device;
   lo.mem_limit = cfg.mem_limit;
   lo.collective_timeout_s = cfg.collective_timeout;
+  lo.bind_to_cores = cfg.bind_to_cores;
   if (cfg.backend == "sim") {
     lo.cluster = cfg.cluster_spec
                      ? cfg.cluster_spec

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/base/error.hpp"
+#include "core/comm/launcher.hpp"
 #include "core/fsdp/mesh.hpp"
 #include "core/fsdp/strategy.hpp"
 #include "core/fsdp/wrap_policy.hpp"
@@ -140,7 +141,8 @@ nlohmann::json train_config_json(const TrainConfig& cfg) {
           {"min_lr_ratio", cfg.min_lr_ratio},
           {"weight_decay", e.optim.weight_decay},
           {"seed", e.seed},
-          {"data", cfg.data}};
+          {"data", cfg.data},
+          {"bind_to", cfg.bind_to_cores ? "core" : "none"}};
 }
 
 namespace {
@@ -164,6 +166,14 @@ nlohmann::json run_meta(const TrainConfig& cfg, const GPTConfig& m, int world,
   for (const WrapUnit& u : make_wrap_plan(m, parse_wrap_policy(e.wrap)).units)
     meta["units"].push_back({{"name", u.name}, {"numel", u.numel}});
   meta["device"] = cfg.device;
+  if (backend == "local") {
+    // The CPU each rank's thread ran on: null when the scheduler placed them.
+    LaunchOptions lo;
+    lo.ranks = world;
+    lo.bind_to_cores = cfg.bind_to_cores;
+    const std::vector<int> cpus = local_rank_cpus(lo);
+    meta["rank_cpus"] = cpus.empty() ? nlohmann::json(nullptr) : nlohmann::json(cpus);
+  }
   if (!resumed_from.empty()) meta["config"]["resumed_from"] = resumed_from;
   if (cfg.backend == "sim") {
     // One rank's predicted timeline: the directory holds one rank file, so world_size is 1, and

@@ -79,6 +79,9 @@ struct TrainConfig {
   int ranks = 1;                  // local ranks (threads); under mpirun the MPI world decides
   std::string backend = "local";  // local | mpi | nccl | sim
   std::string device = "cpu";     // cpu | cuda (one GPU per rank; needs backend nccl) | meta (sim)
+  // local, 2 or more ranks that fit on this process's CPUs: each rank's thread on a core of its
+  // own (core/base/cpu_affinity.hpp); false: the scheduler places every thread.
+  bool bind_to_cores = true;
 
   // ---- simulation (backend sim, device meta; docs/simulate.md): one rank of --ranks on a cluster
   std::string cluster;  // a preset name or a JSON file (load_cluster_spec)

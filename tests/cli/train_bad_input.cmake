@@ -46,3 +46,7 @@ expect_error(negative_lr "lr -1" train --model tiny --lr -1 --steps 1)
 # Encoding a missing file names it.
 expect_error(encode_missing "cannot open data file '.*absent\\.txt'"
              data encode ${WORK_DIR}/absent.txt ${WORK_DIR}/absent.bin)
+
+# A binding other than core or none names the option.
+expect_error(bad_bind "--bind-to 'socket': expected core or none"
+             train --model tiny --steps 1 --bind-to socket)
