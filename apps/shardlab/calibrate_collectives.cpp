@@ -145,15 +145,19 @@ struct OpPlan {
 
 // Calls per size and round, the same on every rank (MPI processes must agree): many for small
 // buffers, whose single calls are noisy and whose ranks reach the steady rhythm of back-to-back
-// calls only after a few dozen, at least 5 for the largest; kRounds rounds. Before them, warm-up
-// calls: 5 as nccl-tests makes (its -w), since a buffer's first calls after another size's run
-// slower (at 16 MiB the first five took up to 1.9x the later ones: the caches refill).
+// calls only after a few dozen, at least 3 for the largest; kRounds rounds. Before them, warm-up
+// calls: up to 5, as nccl-tests makes (its -w), since a buffer's first calls after another size's
+// run slower while the caches refill (local, 16 MiB: the first five took up to 1.9x the later
+// ones), but no more than 64 MiB of buffer: beyond the caches one call is enough, and a 256 MiB
+// call over a 1 Gbit/s link takes seconds.
 constexpr int kRounds = 3;
+constexpr int64_t kCallBytes = int64_t{64} << 20;
 int calls_for(int64_t bytes, bool quick) {
-  const int64_t c = (int64_t{64} << 20) / bytes;
-  return static_cast<int>(std::clamp<int64_t>(c, quick ? 2 : 5, quick ? 11 : 100));
+  return static_cast<int>(std::clamp<int64_t>(kCallBytes / bytes, quick ? 2 : 3, quick ? 11 : 100));
 }
-int warmups(bool quick) { return quick ? 1 : 5; }
+int warmups_for(int64_t bytes, bool quick) {
+  return quick ? 1 : static_cast<int>(std::clamp<int64_t>(kCallBytes / bytes, 1, 5));
+}
 
 // --link-groups: this rank's group (the ranks r with r mod G = this rank's r mod G), or null when
 // the collectives run on the whole world.
@@ -205,7 +209,7 @@ OpTimes time_op(const CalibrateOptions& o, CommOp op, const std::vector<int64_t>
       for (size_t k = 0; k < sizes.size(); ++k) {
         const int64_t per_rank = std::max<int64_t>(1, sizes[k] / 4 / n);
         const int calls = calls_for(sizes[k], o.quick);
-        const int warm = warmups(o.quick);
+        const int warm = warmups_for(sizes[k], o.quick);
         for (int i = 0; i < warm + calls; ++i) {
           const auto t0 = Clock::now();
           switch (op) {
