@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <ostream>
+#include <string>
 #include <vector>
 
+#include "core/base/cpu_affinity.hpp"
 #include "core/base/error.hpp"
 #include "core/comm/launcher.hpp"
 #include "core/fsdp/mesh.hpp"
@@ -48,7 +50,15 @@ void print_parallel_line(std::ostream& out, const TrainConfig& cfg, int world,
   const EngineConfig& e = cfg.engine;
   out << "parallel: " << strategy_name(e.strategy) << " on " << world << " rank"
       << (world == 1 ? "" : "s") << " (" << backend
-      << (cfg.device == "cpu" ? "" : ", " + cfg.device) << ")";
+      << (cfg.device == "cpu" ? "" : ", " + cfg.device);
+  if (std::string(backend) == "local") {
+    LaunchOptions lo;
+    lo.ranks = world;
+    lo.bind_to_cores = cfg.bind_to_cores;
+    const std::vector<int> cpus = local_rank_cpus(lo);
+    if (!cpus.empty()) out << ", ranks on CPUs " << cpu_list_text(cpus);
+  }
+  out << ")";
   if (e.strategy == Strategy::hybrid_shard)
     out << ", groups of " << (e.hybrid_group > 0 ? e.hybrid_group : world);
   out << ", prefetch " << e.prefetch << ", params " << dtype_name(e.param_dtype) << ", grads "
