@@ -11,40 +11,32 @@ namespace shardlab {
 
 namespace {
 
-#if defined(__linux__)
-std::vector<int> cpus_of(const cpu_set_t& set) {
+// The CPUs of task `tid` (0: the calling thread; the process's id: its main thread), in
+// increasing order; empty when the system does not say.
+std::vector<int> cpus_of_task([[maybe_unused]] int tid) {
   std::vector<int> out;
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(tid, sizeof set, &set) != 0) return out;
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &set)) out.push_back(c);
+#endif
   return out;
 }
-#endif
 
 }  // namespace
 
+// The process's mask is its main thread's: the same answer on a rank thread that is bound.
 std::vector<int> allowed_cpus() {
 #if defined(__linux__)
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  // The process's mask is its main thread's (pid = its thread id): the same answer on a rank
-  // thread that is already bound.
-  if (sched_getaffinity(getpid(), sizeof set, &set) != 0) return {};
-  return cpus_of(set);
+  return cpus_of_task(static_cast<int>(getpid()));
 #else
   return {};
 #endif
 }
 
-std::vector<int> this_thread_cpus() {
-#if defined(__linux__)
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) != 0) return {};
-  return cpus_of(set);
-#else
-  return {};
-#endif
-}
+std::vector<int> this_thread_cpus() { return cpus_of_task(0); }
 
 bool bind_this_thread(const std::vector<int>& cpus) {
   if (cpus.empty()) return true;
