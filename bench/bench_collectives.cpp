@@ -11,7 +11,11 @@
 //   build/bin/bench_collectives --benchmark_filter='bytes:(1048576|67108864)/'   (quick subset)
 //   mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/bench_collectives
 //       --benchmark_filter=/mpi/                                        (one command line)
+//
+// `reduce_placement/<layout>` times the local all_reduce's reduction alone, on one thread, with
+// its four buffers at two placements (docs/collectives.md, "Buffer placement").
 #include <benchmark/benchmark.h>
+#include <sys/mman.h>
 
 #include <chrono>
 #include <cstdio>
@@ -23,6 +27,7 @@
 #include "bench/flags.hpp"
 #include "core/comm/collective_table.hpp"
 #include "core/comm/launcher.hpp"
+#include "core/comm/reduce.hpp"
 #include "core/comm/traffic.hpp"
 
 #ifdef SHARDLAB_WITH_MPI
@@ -168,6 +173,61 @@ void bm_memcpy_ranks(benchmark::State& state) {
   state.counters["bytes"] = Counter(double(bytes), Counter::kDefaults, Counter::OneK::kIs1024);
 }
 
+// Where the four buffers of a 2-rank all_reduce (two sources, two destinations) sit, as offsets
+// from a 256 MiB boundary:
+// - glibc_arenas: what glibc gave two rank threads in one launch of all_reduce/local
+//   (bytes:1048576; read from an aligned_alloc hook): each rank's send and recv in its own thread
+//   arena, the arenas 128 MiB apart, the blocks at nearly the same offset in each;
+// - same_offset: four same-sized mappings exactly 256 MiB apart (how the kernel places mappings
+//   of one size one after another, here of 256 MiB);
+// - pool: the same four blocks as the CPU pool maps them (core/device/cpu_device.cpp): one page
+//   longer than the block, so mappings placed one after another are 256 MiB + 4 KiB apart, and
+//   the blocks start 0, 23, 46 and 5 cache lines into their first page.
+struct Placement {
+  const char* name;
+  int64_t send0, send1, recv0, recv1;
+};
+constexpr int64_t kLine = 64;
+constexpr Placement kPlacements[] = {
+    {"glibc_arenas", 128 * kMiB + 0x101c00, 0x100bc0, 128 * kMiB + 0x201c80, 0x200c40},
+    {"same_offset", 0, 256 * kMiB, 512 * kMiB, 768 * kMiB},
+    {"pool", 0, 256 * kMiB + 4 * kKiB + 23 * kLine, 512 * kMiB + 8 * kKiB + 46 * kLine,
+     768 * kMiB + 12 * kKiB + 5 * kLine},
+};
+
+// reduce_rank_order over 2 sources into 2 destinations, the whole buffer on one thread (a rank
+// thread runs the same loop on its pieces), at a placement from kPlacements.
+void bm_reduce_placement(benchmark::State& state, const Placement* at) {
+  const int64_t bytes = state.range(0);
+  const size_t reserve = size_t{1280} * kMiB;  // a 256 MiB boundary and 1 GiB past it (unbacked)
+  void* m = mmap(nullptr, reserve, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) {
+    state.SkipWithError("mmap of the placement area failed");
+    return;
+  }
+  const uintptr_t base =
+      (reinterpret_cast<uintptr_t>(m) + 256 * kMiB - 1) & ~uintptr_t(256 * kMiB - 1);
+  auto buf = [base](int64_t offset) { return reinterpret_cast<float*>(base + offset); };
+  float* send[2] = {buf(at->send0), buf(at->send1)};
+  const void* src[2] = {send[0], send[1]};
+  void* dst[2] = {buf(at->recv0), buf(at->recv1)};
+  const int64_t len = bytes / 4;
+  for (int r = 0; r < 2; ++r) {
+    std::memset(dst[r], 0, static_cast<size_t>(bytes));
+    for (int64_t i = 0; i < len; ++i) send[r][i] = float(i % 17);
+  }
+  for (int i = 0; i < kWarmupCalls; ++i)
+    reduce_rank_order(src, 2, dst, 2, len, DType::f32, ReduceOp::sum);
+  for (auto _ : state) {
+    reduce_rank_order(src, 2, dst, 2, len, DType::f32, ReduceOp::sum);
+    benchmark::ClobberMemory();
+  }
+  munmap(m, reserve);
+  using benchmark::Counter;
+  state.counters["bytes"] = Counter(double(bytes), Counter::kDefaults, Counter::OneK::kIs1024);
+}
+
 // Bytes copied per second by one thread's memcpy of 256 MiB.
 void bm_memcpy(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));
@@ -224,6 +284,13 @@ void register_all() {
             ->Iterations(iterations_for(s))
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
+  if (g_mpi_size == 0)
+    for (const Placement& at : kPlacements)
+      benchmark::RegisterBenchmark((std::string("reduce_placement/") + at.name).c_str(),
+                                   bm_reduce_placement, &at)
+          ->Arg(1 * kMiB)
+          ->ArgNames({"bytes"})
+          ->Unit(benchmark::kMicrosecond);
   if (g_mpi_rank == 0)
     benchmark::RegisterBenchmark("memcpy", bm_memcpy)
         ->Arg(256 * kMiB)

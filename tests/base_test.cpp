@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <set>
+#include <vector>
 
 #include "core/base/dtype.hpp"
 #include "core/base/error.hpp"
@@ -207,6 +209,29 @@ TEST(CpuDevice, FreedMemoryIsReusedAndStillTrackedByTheBytesAsked) {
   auto dev2 = make_cpu_device(small);
   EXPECT_THROW(dev2->alloc(big, MemCategory::workspace), OutOfMemory);
   EXPECT_EQ(small.current(MemCategory::workspace), 0);
+}
+
+// Large pooled blocks start at different cache lines of their first page, so that buffers
+// streamed side by side (two ranks' sends, a send and its recv) do not share their low address
+// bits (core/device/cpu_device.cpp; docs/collectives.md, "Buffer placement").
+TEST(CpuDevice, LargeBlocksStartAtDifferentLinesOfTheirPage) {
+  if (const char* e = std::getenv("SHARDLAB_CPU_POOL"); e && std::string(e) == "0")
+    GTEST_SKIP() << "SHARDLAB_CPU_POOL=0: no pool";
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizer build: no pool";
+#endif
+  MemoryTracker t(0);
+  auto dev = make_cpu_device(t);
+  std::vector<Buffer> blocks;
+  std::set<uintptr_t> lines;
+  for (int i = 0; i < 4; ++i) {
+    blocks.push_back(dev->alloc(1 << 20, MemCategory::workspace));
+    const uintptr_t at = reinterpret_cast<uintptr_t>(blocks.back().data());
+    EXPECT_EQ(at % 64, 0u);
+    std::memset(blocks.back().data(), i, size_t{1} << 20);  // every byte of the block is ours
+    lines.insert(at % 4096 / 64);
+  }
+  EXPECT_EQ(lines.size(), 4u) << "four blocks in a row start at the same line of their page";
 }
 
 TEST(CpuDevice, GemmTransposesMatchNaive) {

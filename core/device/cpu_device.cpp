@@ -9,10 +9,25 @@
 // pool holds at most kPoolCacheBytes of free blocks; SHARDLAB_CPU_POOL=0 turns it off (every
 // block straight to and from the C library, as before), and so do the sanitizer builds, where
 // reuse would hide a use after free.
+//
+// The pool's large blocks are mappings of their own, each starting at a different cache line of
+// its first page (its "colour"). A reduction streams several buffers side by side (every rank's
+// send block, every rank's recv), and on this project's AMD host it ran 2 to 9x slower when
+// those buffers shared their low address bits than when they did not: docs/collectives.md,
+// "Buffer placement". The C library makes such layouts by itself. Local ranks are threads, glibc
+// serves each thread from its own arena on a 64 MiB boundary, and every rank makes the same
+// requests in the same order, so two ranks' gradient buffers sit at nearly the same offset of
+// arenas 128 MiB apart; and same-sized mappings land exactly their size apart. Colours are taken
+// in a stride: blocks allocated one after another (two ranks' buffers, a send and its recv) start
+// 23 lines apart within the page, any four in a row at least 5, so buffers streamed in step do
+// not use the same cache set at the same time.
 #include "core/device/cpu_device.hpp"
 
 #include <cblas.h>
+#include <sys/mman.h>
 
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -31,8 +46,12 @@ constexpr bool kPoolBuild = false;
 constexpr bool kPoolBuild = true;
 #endif
 
-// Free blocks a device's pool keeps at most; a block freed beyond it goes back to the C library.
+// Free blocks a device's pool keeps at most; a block freed beyond it goes back to the system.
 constexpr size_t kPoolCacheBytes = size_t{1} << 30;
+
+// Size classes from here up are mapped one block at a time (glibc's own default mmap threshold;
+// its dynamic threshold would move such blocks into the arenas once the first one is freed).
+constexpr size_t kMapBytes = size_t{128} << 10;
 
 bool pool_enabled() {
   if (!kPoolBuild) return false;
@@ -50,6 +69,35 @@ size_t size_class(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+constexpr size_t kPage = 4096;
+constexpr size_t kLine = 64;
+
+// The offset of the next mapped block in its first page: the 64 cache lines of a page in a
+// stride of 23, one process-wide sequence (so two ranks' blocks of one request differ too).
+size_t next_colour() {
+  static std::atomic<uint32_t> next{0};
+  constexpr uint32_t kColours = kPage / kLine, kStride = 23;
+  return (next.fetch_add(1, std::memory_order_relaxed) * kStride % kColours) * kLine;
+}
+
+// A block of size class c: from kMapBytes up a mapping of its own, one page longer than c, with
+// the block at its colour; below, from the C library.
+void* block_alloc(size_t c) {
+  if (c < kMapBytes) return std::aligned_alloc(kLine, c);
+  void* m = mmap(nullptr, c + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  return static_cast<char*>(m) + next_colour();
+}
+
+void block_free(void* p, size_t c) {
+  if (c < kMapBytes) {
+    std::free(p);
+  } else {
+    const uintptr_t page = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(kPage - 1);
+    munmap(reinterpret_cast<void*>(page), c + kPage);
+  }
+}
+
 }  // namespace
 
 // Free blocks by size class, and the class of every block handed out. Called from the rank's
@@ -58,7 +106,7 @@ class HostPool {
  public:
   ~HostPool() {
     for (auto& kv : free_)
-      for (void* p : kv.second) std::free(p);
+      for (void* p : kv.second) block_free(p, kv.first);
   }
   void* take(size_t bytes) {
     const size_t c = size_class(bytes);
@@ -73,7 +121,7 @@ class HostPool {
         return p;
       }
     }
-    void* p = std::aligned_alloc(64, c);
+    void* p = block_alloc(c);
     if (!p) return nullptr;
     std::lock_guard<std::mutex> lk(mu_);
     live_[p] = c;
@@ -86,7 +134,7 @@ class HostPool {
     live_.erase(it);
     if (cached_ + c > kPoolCacheBytes) {
       lk.unlock();
-      std::free(p);
+      block_free(p, c);
       return;
     }
     free_[c].push_back(p);
