@@ -17,10 +17,11 @@
 // "Buffer placement". The C library makes such layouts by itself. Local ranks are threads, glibc
 // serves each thread from its own arena on a 64 MiB boundary, and every rank makes the same
 // requests in the same order, so two ranks' gradient buffers sit at nearly the same offset of
-// arenas 128 MiB apart; and same-sized mappings land exactly their size apart. Colours are taken
-// in a stride: blocks allocated one after another (two ranks' buffers, a send and its recv) start
-// 23 lines apart within the page, any four in a row at least 5, so buffers streamed in step do
-// not use the same cache set at the same time.
+// arenas 128 MiB apart; and same-sized mappings land exactly their size apart. So each mapping is
+// one page longer than its block (mappings placed one after another are not a power of two
+// apart), and the colours are taken in a stride: blocks allocated one after another (two ranks'
+// buffers, a send and its recv) start 23 lines apart within the page, any four in a row at least
+// 5, so buffers streamed in step do not use the same cache set at the same time.
 #include "core/device/cpu_device.hpp"
 
 #include <cblas.h>
