@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/base/cpu_simd.hpp"
 #include "core/base/error.hpp"
 #include "core/device/device.hpp"
 #include "core/memory/tracker.hpp"
@@ -185,30 +186,35 @@ TEST(SGD, PlainSgdHasNoState) {
 }
 
 // The engine's step (core/fsdp/optim_step.cpp) runs AdamW through step_checked: on the CPU one
-// pass over p, g, m, v (SSE2 lanes, then a scalar tail). It must give the bits of the separate
-// checks, clipping's scale and step() on the same values, at every length (tails of 0 to 3).
+// pass over p, g, m, v, compiled at each vector level the CPU runs (core/base/cpu_simd.hpp). At
+// every level and length (vector tails included) it must give the bits of the separate checks,
+// clipping's scale and step() on the same values.
 TEST(AdamW, CheckedStepIsBitIdenticalToTheSeparateSteps) {
   Fixture f;
   const OptimizerConfig cfg = adamw_cfg(3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f);
-  for (int64_t n : {1, 3, 4, 7, 8, 1029}) {
-    for (float scale : {1.0f, 0.37f}) {
-      AdamW fused(*f.dev, cfg, n), apart(*f.dev, cfg, n);
-      std::vector<float> p1(n), p2(n), g(n), gs(n);
-      for (int64_t i = 0; i < n; ++i) p1[i] = p2[i] = std::sin(0.7f * i) * 0.05f;
-      for (int step = 1; step <= 3; ++step) {
-        for (int64_t i = 0; i < n; ++i) g[i] = std::cos(1.3f * i + step) * 1e-2f * (i % 5 + 1);
-        gs = g;
-        const Optimizer::Checked c = fused.step_checked(p1.data(), g.data(), n, scale, true);
-        EXPECT_FALSE(c.grads_nonfinite);
-        EXPECT_FALSE(c.params_nonfinite);
-        for (int64_t i = 0; i < n; ++i) gs[i] *= scale == 1.0f ? 1.0f : scale;
-        apart.step(p2.data(), gs.data(), n);
-        ASSERT_EQ(fused.step_count(), apart.step_count());
-        for (int64_t i = 0; i < n; ++i) {
-          ASSERT_EQ(p1[i], p2[i]) << "n " << n << " scale " << scale << " step " << step << " i "
-                                  << i;
-          ASSERT_EQ(fused.m()[i], apart.m()[i]) << "n " << n << " i " << i;
-          ASSERT_EQ(fused.v()[i], apart.v()[i]) << "n " << n << " i " << i;
+  for (int level = 0; level <= static_cast<int>(cpu_simd_supported()); ++level) {
+    ScopedCpuSimd at(static_cast<CpuSimd>(level));
+    SCOPED_TRACE(cpu_simd_name(static_cast<CpuSimd>(level)));
+    for (int64_t n : {1, 3, 4, 7, 8, 17, 1029}) {
+      for (float scale : {1.0f, 0.37f}) {
+        AdamW fused(*f.dev, cfg, n), apart(*f.dev, cfg, n);
+        std::vector<float> p1(n), p2(n), g(n), gs(n);
+        for (int64_t i = 0; i < n; ++i) p1[i] = p2[i] = std::sin(0.7f * i) * 0.05f;
+        for (int step = 1; step <= 3; ++step) {
+          for (int64_t i = 0; i < n; ++i) g[i] = std::cos(1.3f * i + step) * 1e-2f * (i % 5 + 1);
+          gs = g;
+          const Optimizer::Checked c = fused.step_checked(p1.data(), g.data(), n, scale, true);
+          EXPECT_FALSE(c.grads_nonfinite);
+          EXPECT_FALSE(c.params_nonfinite);
+          for (int64_t i = 0; i < n; ++i) gs[i] *= scale == 1.0f ? 1.0f : scale;
+          apart.step(p2.data(), gs.data(), n);
+          ASSERT_EQ(fused.step_count(), apart.step_count());
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(p1[i], p2[i])
+                << "n " << n << " scale " << scale << " step " << step << " i " << i;
+            ASSERT_EQ(fused.m()[i], apart.m()[i]) << "n " << n << " i " << i;
+            ASSERT_EQ(fused.v()[i], apart.v()[i]) << "n " << n << " i " << i;
+          }
         }
       }
     }
@@ -217,8 +223,8 @@ TEST(AdamW, CheckedStepIsBitIdenticalToTheSeparateSteps) {
 
 TEST(AdamW, CheckedStepNamesANonFiniteGradientOrParameter) {
   Fixture f;
-  for (int64_t bad : {0, 5, 8}) {  // in an SSE2 lane group and in the scalar tail
-    const int64_t n = 9;
+  for (int64_t bad : {0, 5, 8, 16}) {  // in a vector of any width, and in the scalar tail
+    const int64_t n = 17;
     AdamW opt(*f.dev, adamw_cfg(1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f), n);
     std::vector<float> p(n, 0.5f), g(n, 0.1f);
     g[bad] = std::nanf("");

@@ -2,12 +2,10 @@
 #include "core/kernels/optim.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
+#include "core/base/cpu_simd.hpp"
 #include "core/base/error.hpp"
 #include "core/kernels/kernel_table.hpp"
 
@@ -58,7 +56,8 @@ void adamw(Device&, float* param, const float* grad, float* m, float* v, int64_t
     adamw_elem(param[i], grad[i], m[i], v[i], lr, beta1, beta2, eps, weight_decay, bc1, bc2);
 }
 
-bool exponent_all_ones(float x) {
+// Inf or NaN: the exponent's bits all ones. An integer test, so that the loop below vectorises.
+SL_CPU_INLINE uint32_t nonfinite_bit(float x) {
   uint32_t u;
   std::memcpy(&u, &x, 4);
   return (u & 0x7f800000u) == 0x7f800000u;
@@ -66,50 +65,41 @@ bool exponent_all_ones(float x) {
 
 // One pass: per element the same operations, in the same order, as adamw_elem after a
 // scale_array by grad_scale (none when it is 1), so every bit agrees with the separate steps.
-// SSE2 computes four elements at once with the same correctly rounded IEEE operations (no fused
-// multiply-add), then the scalar loop takes the tail.
-NonFinite adamw_checked(Device&, float* __restrict param, const float* __restrict grad,
-                        float* __restrict m, float* __restrict v, int64_t n, float grad_scale,
-                        float lr, float beta1, float beta2, float eps, float weight_decay,
-                        float bc1, float bc2) {
+// A plain loop, compiled at the CPU's vector width (cpu_simd.hpp): the sqrt and the three
+// divisions are correctly rounded at every width, and no multiply-add is fused (-ffp-contract=off
+// for this library). The divisions bound it, so the width pays: the optimizer span of `small`
+// full_shard at N = 2 went from 1.8-2.0 ms with four-wide SSE2 to 1.2-1.4 at AVX-512
+// (docs/bench/perf-notes.md, "Fourth pass").
+SL_CPU_INLINE void adamw_checked_loop_body(float* __restrict param, const float* __restrict grad,
+                                           float* __restrict m, float* __restrict v, int64_t n,
+                                           float grad_scale, float lr, float beta1, float beta2,
+                                           float eps, float weight_decay, float bc1, float bc2,
+                                           NonFinite* found) {
   const bool scale = grad_scale != 1.0f;
-  int64_t i = 0;
+  uint32_t bad_g = 0, bad_p = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i];
+    bad_g |= nonfinite_bit(g);
+    adamw_elem(param[i], scale ? g * grad_scale : g, m[i], v[i], lr, beta1, beta2, eps,
+               weight_decay, bc1, bc2);
+    bad_p |= nonfinite_bit(param[i]);
+  }
+  found->grad = bad_g != 0;
+  found->param = bad_p != 0;
+}
+SL_CPU_SIMD_KERNEL(adamw_checked_loop,
+                   (float* param, const float* grad, float* m, float* v, int64_t n,
+                    float grad_scale, float lr, float beta1, float beta2, float eps,
+                    float weight_decay, float bc1, float bc2, NonFinite* found),
+                   (param, grad, m, v, n, grad_scale, lr, beta1, beta2, eps, weight_decay, bc1, bc2,
+                    found))
+
+NonFinite adamw_checked(Device&, float* param, const float* grad, float* m, float* v, int64_t n,
+                        float grad_scale, float lr, float beta1, float beta2, float eps,
+                        float weight_decay, float bc1, float bc2) {
   NonFinite f;
-#if defined(__SSE2__)
-  const __m128 b1 = _mm_set1_ps(beta1), b2 = _mm_set1_ps(beta2);
-  const __m128 omb1 = _mm_set1_ps(1.0f - beta1), omb2 = _mm_set1_ps(1.0f - beta2);
-  const __m128 c1 = _mm_set1_ps(bc1), c2 = _mm_set1_ps(bc2), ep = _mm_set1_ps(eps);
-  const __m128 lrv = _mm_set1_ps(lr), wd = _mm_set1_ps(weight_decay), gs = _mm_set1_ps(grad_scale);
-  const __m128i expo = _mm_set1_epi32(0x7f800000);
-  __m128i bad_g = _mm_setzero_si128(), bad_p = _mm_setzero_si128();
-  for (; i + 4 <= n; i += 4) {
-    __m128 g = _mm_loadu_ps(grad + i);
-    bad_g = _mm_or_si128(bad_g, _mm_cmpeq_epi32(_mm_and_si128(_mm_castps_si128(g), expo), expo));
-    if (scale) g = _mm_mul_ps(g, gs);
-    const __m128 mm = _mm_add_ps(_mm_mul_ps(b1, _mm_loadu_ps(m + i)), _mm_mul_ps(omb1, g));
-    const __m128 vv =
-        _mm_add_ps(_mm_mul_ps(b2, _mm_loadu_ps(v + i)), _mm_mul_ps(_mm_mul_ps(omb2, g), g));
-    _mm_storeu_ps(m + i, mm);
-    _mm_storeu_ps(v + i, vv);
-    const __m128 m_hat = _mm_div_ps(mm, c1);
-    const __m128 v_hat = _mm_div_ps(vv, c2);
-    __m128 p = _mm_loadu_ps(param + i);
-    const __m128 upd =
-        _mm_add_ps(_mm_div_ps(m_hat, _mm_add_ps(_mm_sqrt_ps(v_hat), ep)), _mm_mul_ps(wd, p));
-    p = _mm_sub_ps(p, _mm_mul_ps(lrv, upd));
-    _mm_storeu_ps(param + i, p);
-    bad_p = _mm_or_si128(bad_p, _mm_cmpeq_epi32(_mm_and_si128(_mm_castps_si128(p), expo), expo));
-  }
-  f.grad = _mm_movemask_epi8(bad_g) != 0;
-  f.param = _mm_movemask_epi8(bad_p) != 0;
-#endif
-  for (; i < n; ++i) {
-    float g = grad[i];
-    f.grad = f.grad || exponent_all_ones(g);
-    if (scale) g *= grad_scale;
-    adamw_elem(param[i], g, m[i], v[i], lr, beta1, beta2, eps, weight_decay, bc1, bc2);
-    f.param = f.param || exponent_all_ones(param[i]);
-  }
+  adamw_checked_loop(param, grad, m, v, n, grad_scale, lr, beta1, beta2, eps, weight_decay, bc1,
+                     bc2, &f);
   return f;
 }
 
