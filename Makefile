@@ -89,7 +89,7 @@ bench-peers: build
 	  --work $(BUILD)/peers --venv $(BUILD)/peers-venv $(PEERS_ARGS)
 
 # make sim-validate  the simulator's predicted step and collective times against measured ones on
-#                    this machine -> docs/simulate-validation.md (bench/sim_validate.py; about 20 min,
+#                    this machine -> docs/simulate-validation.md (bench/sim_validate.py; about 30 min,
 #                    each timed stage under /tmp/shardlab-build.lock). Not part of `make test`.
 .PHONY: sim-validate
 sim-validate: build

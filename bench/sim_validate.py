@@ -45,8 +45,9 @@ COLL_REPS = 3  # bench_collectives repetitions per row in one round; a round tak
 # Rounds of calibrate then bench_collectives, alternated in one turn of the lock; each cell is the
 # median over the rounds of both sides. One round of either side at 64 KiB-4 MiB moves by 2-3x
 # between runs seconds apart on this shared machine (docs/simulate-validation.md, "Calibrate's
-# per-call median against bench_collectives' loop"), more than the 20% being checked.
-COLL_ROUNDS = 3
+# per-call median against bench_collectives' loop"), more than the 20% being checked; in the
+# runs of 2026-11-23 22:46-22:52 a round's own ratio ranged over 0.4-3.8, so five rounds, not three.
+COLL_ROUNDS = 5
 LOCK = "/tmp/shardlab-build.lock"
 CORES = os.cpu_count() or 1
 
@@ -282,13 +283,13 @@ def stage_collectives(a, cache, backend):
         # stages do, and the two alternated COLL_ROUNDS times: on this shared machine the
         # collectives' times move by 2x and more between runs (MPI's polling ranks most: any third
         # process on the 2 cores stalls them), so each cell is the median over the rounds.
-        for rnd in range(COLL_ROUNDS):
-            print(f"[collectives {backend}] round {rnd + 1} of {COLL_ROUNDS}", flush=True)
+        for rnd in range(a.rounds):
+            print(f"[collectives {backend}] round {rnd + 1} of {a.rounds}", flush=True)
             calibrate(a, cache, backend, coll_spec_path(a.work, backend, rnd))
             run(bench_cmd(rnd))
     cache.put(f"coll/{backend}/load", [lk.load_before, lk.load_after])
     cache.put(f"coll/{backend}/command", " ".join(bench_cmd(0)).replace("-round0", "-roundR"))
-    cache.put(f"coll/{backend}/rounds", COLL_ROUNDS)
+    cache.put(f"coll/{backend}/rounds", a.rounds)
     predict_collectives(a, cache, backend)
 
 
@@ -727,10 +728,15 @@ def main():
     ap.add_argument("--out", default="docs/simulate-validation.md")
     ap.add_argument("--no-lock", action="store_true",
                     help="the caller holds /tmp/shardlab-build.lock (flock LOCK python3 ...)")
+    ap.add_argument("--rounds", type=int, default=COLL_ROUNDS,
+                    help=f"collectives: rounds of calibrate then bench_collectives (default "
+                         f"{COLL_ROUNDS})")
     ap.add_argument("stage", choices=["calibrate", "steps", "collectives", "netns", "cpuspeed",
                                       "predict", "phases", "report", "all"])
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
+    if a.rounds < 1:
+        ap.error(f"--rounds {a.rounds}: want 1 or more")
     Locked.take = not a.no_lock
     os.makedirs(a.work, exist_ok=True)
     if shutil.which("mpirun") is None:
