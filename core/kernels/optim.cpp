@@ -67,9 +67,9 @@ SL_CPU_INLINE uint32_t nonfinite_bit(float x) {
 // scale_array by grad_scale (none when it is 1), so every bit agrees with the separate steps.
 // A plain loop, compiled at the CPU's vector width (cpu_simd.hpp): the sqrt and the three
 // divisions are correctly rounded at every width, and no multiply-add is fused (-ffp-contract=off
-// for this library). The divisions bound it, so the width pays: the optimizer span of `small`
-// full_shard at N = 2 went from 1.8-2.0 ms with four-wide SSE2 to 1.2-1.4 at AVX-512
-// (docs/bench/perf-notes.md, "Fourth pass").
+// for this library). The divisions bound it more than memory, so the width pays: rank 0's
+// optimizer span of `small` full_shard at N = 2 went from 1.9-2.5 ms with four-wide SSE2 to
+// 1.5-1.9 at AVX-512 (docs/bench/perf-notes.md, "Fourth pass").
 SL_CPU_INLINE void adamw_checked_loop_body(float* __restrict param, const float* __restrict grad,
                                            float* __restrict m, float* __restrict v, int64_t n,
                                            float grad_scale, float lr, float beta1, float beta2,
