@@ -165,15 +165,24 @@ TEST(CpuDevice, BuffersAreTrackedAndMoveOnly) {
   EXPECT_EQ(t.peak(MemCategory::grads), 256);
 }
 
+// Why this process's CPU devices have no pool (core/device/cpu_device.cpp), or "" when they do:
+// the pool's own tests skip then.
+namespace {
+std::string cpu_pool_off() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return "sanitizer build: no pool";
+#endif
+  if (const char* e = std::getenv("SHARDLAB_CPU_POOL"); e && std::string(e) == "0")
+    return "SHARDLAB_CPU_POOL=0: no pool";
+  return "";
+}
+}  // namespace
+
 // The CPU device keeps freed blocks in a pool below the tracker (core/device/cpu_device.cpp):
 // the tracker still sees every alloc and free at the bytes asked for, and a later request of
 // the same size class gets the same memory back instead of faulting fresh pages in.
 TEST(CpuDevice, FreedMemoryIsReusedAndStillTrackedByTheBytesAsked) {
-  if (const char* e = std::getenv("SHARDLAB_CPU_POOL"); e && std::string(e) == "0")
-    GTEST_SKIP() << "SHARDLAB_CPU_POOL=0: no pool";
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "sanitizer build: no pool";
-#endif
+  if (const std::string why = cpu_pool_off(); !why.empty()) GTEST_SKIP() << why;
   MemoryTracker t(0);
   auto dev = make_cpu_device(t);
   const int64_t big = 8 << 20;  // above glibc's mmap threshold: freed to the kernel without a pool
@@ -215,11 +224,7 @@ TEST(CpuDevice, FreedMemoryIsReusedAndStillTrackedByTheBytesAsked) {
 // streamed side by side (two ranks' sends, a send and its recv) do not share their low address
 // bits (core/device/cpu_device.cpp; docs/collectives.md, "Buffer placement").
 TEST(CpuDevice, LargeBlocksStartAtDifferentLinesOfTheirPage) {
-  if (const char* e = std::getenv("SHARDLAB_CPU_POOL"); e && std::string(e) == "0")
-    GTEST_SKIP() << "SHARDLAB_CPU_POOL=0: no pool";
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "sanitizer build: no pool";
-#endif
+  if (const std::string why = cpu_pool_off(); !why.empty()) GTEST_SKIP() << why;
   MemoryTracker t(0);
   auto dev = make_cpu_device(t);
   std::vector<Buffer> blocks;
