@@ -13,7 +13,7 @@
 //       --benchmark_filter=/mpi/                                        (one command line)
 //
 // `reduce_placement/<layout>` times the local all_reduce's reduction alone, on one thread, with
-// its four buffers at two placements (docs/collectives.md, "Buffer placement").
+// its four buffers at three placements (docs/collectives.md, "Buffer placement").
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
 
@@ -178,8 +178,8 @@ void bm_memcpy_ranks(benchmark::State& state) {
 // - glibc_arenas: what glibc gave two rank threads in one launch of all_reduce/local
 //   (bytes:1048576; read from an aligned_alloc hook): each rank's send and recv in its own thread
 //   arena, the arenas 128 MiB apart, the blocks at nearly the same offset in each;
-// - same_offset: four same-sized mappings exactly 256 MiB apart (how the kernel places mappings
-//   of one size one after another, here of 256 MiB);
+// - same_offset: four same-sized mappings exactly 256 MiB apart (how the kernel places bare
+//   mappings of one size one after another, here of 256 MiB);
 // - pool: the same four blocks as the CPU pool maps them (core/device/cpu_device.cpp): one page
 //   longer than the block, so mappings placed one after another are 256 MiB + 4 KiB apart, and
 //   the blocks start 0, 23, 46 and 5 cache lines into their first page.

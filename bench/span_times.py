@@ -19,7 +19,13 @@ from collections import defaultdict
 
 def rank_times(path):
     """(steps after the first, {(lane, op): ms summed over those steps}) of one rank's trace."""
-    events = [json.loads(line) for line in open(path)]
+    events = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                sys.exit(f"span_times: {path}:{n}: not a JSON line ({err.msg})")
     step_ends = sorted(e["t"] for e in events if e.get("kind") == "step")
     if len(step_ends) < 2:
         sys.exit(f"span_times: {path}: {len(step_ends)} steps; want 2 or more (the first is "
@@ -40,10 +46,9 @@ def main():
     paths = sorted(glob.glob(os.path.join(a.run, "rank*.jsonl")))
     if not paths:
         sys.exit(f"span_times: {a.run}: no rank*.jsonl (a run directory of `shardlab train`?)")
+    ranks = [(os.path.basename(p)[len("rank"):-len(".jsonl")], rank_times(p)) for p in paths]
     print("rank  lane     span              ms per step")
-    for path in paths:
-        rank = os.path.basename(path)[len("rank"):-len(".jsonl")]
-        steps, total = rank_times(path)
+    for rank, (steps, total) in ranks:
         for (lane, op), ms in sorted(total.items()):
             print(f"{rank:<5} {lane:<8} {op:<17} {ms / steps:10.2f}")
 
