@@ -12,7 +12,7 @@
 //
 // The pool's large blocks are mappings of their own, each starting at a different cache line of
 // its first page (its "colour"). A reduction streams several buffers side by side (every rank's
-// send block, every rank's recv), and on this project's AMD host it ran 2 to 9x slower when
+// send block, every rank's recv), and on this project's AMD host it ran up to 3x slower when
 // those buffers shared their low address bits than when they did not: docs/collectives.md,
 // "Buffer placement". The C library makes such layouts by itself. Local ranks are threads, glibc
 // serves each thread from its own arena on a 64 MiB boundary, and every rank makes the same
