@@ -264,8 +264,9 @@ Lockstep measure_lockstep(const CalibrateOptions& o, std::ostream& log) {
 // the peak is never taken below it.
 double sgemm_peak(const GemmFit& g, const Lockstep& l, std::ostream& log) {
   if (g.peak >= l.median) return g.peak;
-  log << "  sgemm peak " << g.peak * 1e-9 << " GFLOP/s is below the lockstep windows' median: "
-      << l.median * 1e-9 << " GFLOP/s taken instead\n";
+  log << "  sgemm peak " << g.peak * 1e-9
+      << " GFLOP/s is below the lockstep windows' median: " << l.median * 1e-9
+      << " GFLOP/s taken instead\n";
   return l.median;
 }
 
