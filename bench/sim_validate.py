@@ -7,7 +7,8 @@ results go to a JSON cache (--work/results.json), so a stage can be rerun alone 
 merges whatever the cache holds:
 
   calibrate          `shardlab calibrate` on 2 local ranks and on 2 MPI processes: two specs
-  steps MODEL BACKEND  `shardlab train` (measured median step time, first step excluded) against
+  steps MODEL BACKEND  `shardlab train` (measured median step time, first step excluded; where
+                     ranks have cores of their own, the median of 3 passes' medians) against
                      `shardlab simulate --cluster <the backend's spec>` with the same options, for
                      N = 1, 2, 4, no_shard and full_shard, prefetch 0 and 1
   collectives BACKEND  bench_collectives (all_gather in place, reduce_scatter, all_reduce, N = 2,
@@ -36,6 +37,12 @@ MODELS = {  # model -> (global batch, seq): a step of a second or less at one ra
     "medium": (4, 128),
 }
 STEPS = 6  # the first is excluded as warm-up: the median of 5
+# Passes over the configurations whose ranks have cores of their own (N = 4 runs once): each
+# configuration's measured step is the median of its passes' medians. A slow phase of this shared
+# host can hold for seconds, longer than a whole 6-step run (2026-11-23 22:57: small local N = 2
+# full_shard prefetch 1 took 185-195 ms in every step, the other N = 2 runs of the stage 127-143),
+# so one run per configuration let a single phase decide a cell; the passes are minutes apart.
+STEP_PASSES = 3
 RANKS = (1, 2, 4)
 STRATEGIES = ("no_shard", "full_shard")
 PREFETCH = (0, 1)
@@ -201,6 +208,21 @@ def median_step_ms(run_dir):
     return 1e3 * s["median_s"]
 
 
+def pass_dir(real, p):
+    """Pass p's run directory of a configuration (the first pass keeps the plain name)."""
+    return real if p == 0 else f"{real}-pass{p + 1}"
+
+
+def passes_for(n):
+    return STEP_PASSES if n <= CORES else 1
+
+
+def measured_passes(real):
+    """The median step (ms) of each pass's run of one configuration, in pass order."""
+    return [median_step_ms(pass_dir(real, p)) for p in range(STEP_PASSES)
+            if os.path.exists(os.path.join(pass_dir(real, p), "summary.json"))]
+
+
 def configs():
     for model in MODELS:
         for backend in ("local", "mpi"):
@@ -219,17 +241,23 @@ def stage_steps(a, cache, model, backend):
     times do not depend on the machine's load, so they need no lock."""
     runs = os.path.join(a.work, "runs")
     os.makedirs(runs, exist_ok=True)
+    mine = [c for c in configs() if c[:2] == (model, backend)]
+    for m, b, n, strategy, pf in mine:  # no pass of an earlier, longer stage may count
+        for p in range(1, STEP_PASSES):
+            shutil.rmtree(pass_dir(os.path.join(runs, run_name(m, b, n, strategy, pf)), p),
+                          ignore_errors=True)
     with Locked(f"steps {model} {backend}") as lk:
         calibrate(a, cache, backend, os.path.join(a.work, f"this-machine-{backend}-{model}.json"))
-        for m, b, n, strategy, pf in configs():
-            if (m, b) != (model, backend):
-                continue
-            key = f"measured/{m}/{b}/{n}/{strategy}/{pf}"
-            real = os.path.join(runs, run_name(m, b, n, strategy, pf))
-            run(train_cmd(a, m, b, n, strategy, pf, real))
-            ms = median_step_ms(real)
-            print(f"  {key}: {ms:.1f} ms (load {load_avg()})", flush=True)
-            cache.put(key, {"ms": ms, "load": load_avg()})
+        for p in range(STEP_PASSES):
+            for m, b, n, strategy, pf in mine:
+                if p >= passes_for(n):
+                    continue
+                key = f"measured/{m}/{b}/{n}/{strategy}/{pf}"
+                real = os.path.join(runs, run_name(m, b, n, strategy, pf))
+                run(train_cmd(a, m, b, n, strategy, pf, pass_dir(real, p)))
+                ms = measured_passes(real)
+                print(f"  {key}, pass {p + 1}: {ms[-1]:.1f} ms (load {load_avg()})", flush=True)
+                cache.put(key, {"ms": statistics.median(ms), "passes": ms, "load": load_avg()})
     cache.put(f"measured/{model}/{backend}/load", [lk.load_before, lk.load_after])
 
 
@@ -241,7 +269,9 @@ def stage_predict(a, cache):
         real = os.path.join(runs, run_name(m, b, n, strategy, pf))
         if not os.path.exists(os.path.join(real, "summary.json")):
             continue
-        cache.put(f"measured/{m}/{b}/{n}/{strategy}/{pf}", {"ms": median_step_ms(real)})
+        ms = measured_passes(real)
+        cache.put(f"measured/{m}/{b}/{n}/{strategy}/{pf}",
+                  {"ms": statistics.median(ms), "passes": ms})
         sim = real + "-sim"
         run(sim_cmd(a, m, b, n, strategy, pf, sim))
         cache.put(f"predicted/{m}/{b}/{n}/{strategy}/{pf}", {"ms": median_step_ms(sim)})
@@ -607,11 +637,12 @@ def report(a, cache):
                     lockstep = (f"; the spec's lockstep_compute_efficiency "
                                 f"{e['lockstep_compute_efficiency']:.2f}, applied at N > 1")
             lines.append(f"**{model}, {backend}** (global batch {b} x {t} tokens, {STEPS} steps, "
-                         f"median of the last {STEPS - 1}; load {load[0]} -> {load[1]}"
-                         f"{lockstep})\n")
-            lines.append("| N | strategy | prefetch | measured ms | predicted ms | predicted / "
-                         "measured | without the lockstep figure |")
-            lines.append("| --- | --- | --- | --- | --- | --- | --- |")
+                         f"median of the last {STEPS - 1}; N <= {CORES}: the median of "
+                         f"{STEP_PASSES} passes' medians, the passes in turn over the stage's "
+                         f"configurations; load {load[0]} -> {load[1]}{lockstep})\n")
+            lines.append("| N | strategy | prefetch | measured ms | the passes, ms | predicted ms | "
+                         "predicted / measured | without the lockstep figure |")
+            lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
             for n in RANKS:
                 for strategy in STRATEGIES:
                     for pf in PREFETCH:
@@ -626,8 +657,9 @@ def report(a, cache):
                             within.append(mark == "")
                         q = d.get("predicted-no-lockstep/" + k)
                         without = f"{q['ms'] / r['ms']:.2f}" if q else "-"
+                        passes = ", ".join(f"{x:.1f}" for x in r.get("passes", [r["ms"]]))
                         lines.append(f"| {n}{tag} | {strategy} | {pf} | {r['ms']:.1f} | "
-                                     f"{p['ms']:.1f} | {ratio:.2f}{mark} | {without} |")
+                                     f"{passes} | {p['ms']:.1f} | {ratio:.2f}{mark} | {without} |")
             lines.append("")
     if within:
         lines.append(f"Within 15% (N <= {CORES} cores): {sum(within)} of {len(within)} "
