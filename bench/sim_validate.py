@@ -41,7 +41,7 @@ STEPS = 6  # the first is excluded as warm-up: the median of 5
 # configuration's measured step is the median of its passes' medians. A slow phase of this shared
 # host can hold for seconds, longer than a whole 6-step run (2026-11-23 22:57: small local N = 2
 # full_shard prefetch 1 took 185-195 ms in every step, the other N = 2 runs of the stage 127-143),
-# so one run per configuration let a single phase decide a cell; the passes are minutes apart.
+# so one run per configuration let a single phase decide a cell. A pass takes 15 s to a minute.
 STEP_PASSES = 3
 RANKS = (1, 2, 4)
 STRATEGIES = ("no_shard", "full_shard")
