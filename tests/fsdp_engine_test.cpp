@@ -177,6 +177,58 @@ TEST(FsdpEngine, BytesCommunicatedPerStepEqualTheory) {
   }
 }
 
+// --keep-root: the root stays gathered from the loss to the head's backward, as PyTorch's FSDP keeps
+// its root. The same bits as the default, the same tracked peaks in every category, and one
+// all-gather of the root fewer per step: Psi_root_p (G-1)/G elements sent, Psi_root_p received.
+TEST(FsdpEngine, KeepRootGathersTheRootOnceLessAndChangesNoBitOrPeak) {
+  const GPTConfig model = tiny_model();
+  for (int n : {2, 3, 4}) {
+    for (Strategy s : {Strategy::full_shard, Strategy::hybrid_shard}) {
+      if (s == Strategy::hybrid_shard && n != 4) continue;
+      for (DType dt : {DType::f32, DType::bf16}) {
+        for (int prefetch : {0, 1, 2}) {
+          const std::string what = std::string(strategy_name(s)) + " N=" + std::to_string(n) +
+                                   " " + dtype_name(dt) + " prefetch " +
+                                   std::to_string(prefetch);
+          EngineConfig ec = test_config(s);
+          ec.hybrid_group = 2;
+          ec.param_dtype = ec.reduce_dtype = dt;
+          ec.prefetch = prefetch;
+          const RunResult base = run_engine(model, ec, n, 6, 2, 16);
+          ec.keep_root = true;
+          const RunResult kept = run_engine(model, ec, n, 6, 2, 16);
+          EXPECT_TRUE(bit_identical(kept.params, base.params))
+              << what << ": differs by up to " << max_abs_diff(kept.params, base.params);
+          EXPECT_EQ(kept.losses, base.losses) << what;
+          for (int r = 0; r < n; ++r)
+            for (int k = 0; k < kNumMemCategories; ++k)
+              EXPECT_EQ(kept.peak[r][k], base.peak[r][k])
+                  << what << ", rank " << r << ", "
+                  << mem_category_name(static_cast<MemCategory>(k));
+          const int g = shard_group_size(s, n, 2);
+          const int64_t root_p = (unit_layout(model, 0).numel + g - 1) / g * g;
+          const int64_t e = dtype_size(dt);
+          const StepStats& b = base.stats.back();
+          const StepStats& k = kept.stats.back();
+          EXPECT_EQ(b.comm_all_gather - k.comm_all_gather, root_p * e * (g - 1) / g) << what;
+          EXPECT_EQ(b.comm_buffer - k.comm_buffer, root_p * e) << what;
+          EXPECT_EQ(k.comm_reduce_scatter, b.comm_reduce_scatter) << what;
+          EXPECT_EQ(k.comm_all_reduce, b.comm_all_reduce) << what;
+        }
+      }
+    }
+  }
+  // The strategies that keep whole parameters gather nothing per unit: no change at all.
+  for (Strategy s : {Strategy::no_shard, Strategy::shard_grad_op}) {
+    EngineConfig ec = test_config(s);
+    const RunResult base = run_engine(model, ec, 2, 2, 2, 16);
+    ec.keep_root = true;
+    const RunResult kept = run_engine(model, ec, 2, 2, 2, 16);
+    EXPECT_EQ(kept.stats.back().comm_all_gather, base.stats.back().comm_all_gather);
+    EXPECT_EQ(kept.losses, base.losses) << strategy_name(s);
+  }
+}
+
 TEST(FsdpEngine, ShardsRoundTripIntoAFreshEngine) {
   // Save every unit's shard after 3 steps, load them into a new engine (other seed), continue:
   // the same parameters as 6 uninterrupted steps, bit for bit (master params and Adam moments).

@@ -78,6 +78,36 @@ TEST(FsdpTrace, UnitLifecycleWithPrefetch0To2) {
   EXPECT_EQ(unit_sequence(events_of_one_step(ec)), expect_on);
 }
 
+// --keep-root: the root is not resharded after the loss nor gathered again for the head's
+// backward, and the backward's first prefetch (the last block) is still issued before the head
+// computes.
+TEST(FsdpTrace, KeepRootHoldsTheRootIntoTheBackward) {
+  EngineConfig ec = test_config(Strategy::full_shard);
+  ec.keep_root = true;
+  ec.prefetch = 0;
+  const std::vector<std::string> off = {"g0", "u0", "g1", "u1", "r1", "g2", "u2", "r2",  // forward
+                                        "g2", "u2", "r2", "g1", "u1", "r1", "r0"};       // backward
+  EXPECT_EQ(unit_sequence(events_of_one_step(ec)), off);
+  ec.prefetch = 1;
+  const std::vector<std::string> on = {"g0", "g1", "u0", "g2", "u1", "r1", "u2", "r2",
+                                       "g2", "g1", "u2", "r2", "u1", "r1", "r0"};
+  const std::vector<nlohmann::json> ev = events_of_one_step(ec);
+  EXPECT_EQ(unit_sequence(ev), on);
+  // The last block's gather is issued before the head's backward span starts.
+  int64_t gather2 = -1, head_backward = -1;
+  bool in_backward = false;
+  for (const auto& e : ev) {
+    if (e["kind"] == "unit" && e["unit"] == 2 && e["state"] == "gathering" && in_backward)
+      gather2 = e["t"].get<int64_t>();
+    if (e["kind"] == "unit" && e["unit"] == 2 && e["state"] == "resharded") in_backward = true;
+    if (e["kind"] == "span" && e["op"] == "backward" && head_backward < 0)
+      head_backward = e["t_start"].get<int64_t>();
+  }
+  ASSERT_GE(gather2, 0);
+  ASSERT_GE(head_backward, 0);
+  EXPECT_LT(gather2, head_backward);
+}
+
 TEST(FsdpTrace, CollectivesCarryUnitAndDtype) {
   EngineConfig ec = test_config(Strategy::full_shard);
   ec.param_dtype = DType::bf16;

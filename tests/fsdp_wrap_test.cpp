@@ -172,6 +172,12 @@ TEST(WrapPolicy, ScheduleGathersEachUnitFromItsFirstUseToItsLast) {
   const PassSchedule fw = forward_schedule(make_wrap_plan(m, parse_wrap_policy("whole")), 3);
   EXPECT_EQ(fw.order, (std::vector<int>{0}));
   for (size_t i = 0; i + 1 < fw.uses.size(); ++i) EXPECT_TRUE(fw.uses[i].release.empty());
+  // keep_root: the head's forward releases nothing, and nothing else changes.
+  const PassSchedule fk = forward_schedule(layer, m.n_layer, true);
+  ASSERT_EQ(fk.uses.size(), f.uses.size());
+  EXPECT_TRUE(fk.uses.back().release.empty());
+  for (size_t i = 0; i + 1 < fk.uses.size(); ++i) EXPECT_EQ(fk.uses[i].release, f.uses[i].release);
+  EXPECT_EQ(fk.order, f.order);
 }
 
 TEST(FsdpWrap, EveryPolicyBitIdenticalAfter20StepsForEachStrategy) {

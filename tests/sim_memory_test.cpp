@@ -33,11 +33,13 @@ struct Case {
   bool bf16;
   std::string wrap = "block";
   Offload offload = Offload::none;
+  bool keep_root = false;
   std::string name() const {
     std::ostringstream os;
     os << strategy_name(strategy) << " N=" << ranks << " prefetch " << prefetch
        << (act_ckpt ? " act-ckpt" : "") << " accum " << accum << (bf16 ? " bf16" : " f32")
-       << " wrap " << wrap << " offload " << offload_name(offload);
+       << " wrap " << wrap << " offload " << offload_name(offload)
+       << (keep_root ? " keep-root" : "");
     return os.str();
   }
 };
@@ -59,6 +61,7 @@ EngineConfig config_of(const Case& c) {
   ec.wrap = c.wrap;
   if (c.bf16) ec.param_dtype = ec.reduce_dtype = DType::bf16;
   ec.offload = c.offload;
+  ec.keep_root = c.keep_root;
   return ec;
 }
 
@@ -153,6 +156,21 @@ TEST(SimMemory, EveryWrapPolicyToo) {
     expect_same_peaks({Strategy::full_shard, 4, 1, false, 1, false, wrap}, "h100-sxm");
     expect_same_peaks({Strategy::shard_grad_op, 3, 2, true, 2, true, wrap}, "h100-sxm");
   }
+}
+
+// --keep-root holds the root from the loss to the head's backward; the simulator follows, with and
+// without parameter offload (the kept root is not copied up again) and activation checkpointing.
+TEST(SimMemory, KeepRootToo) {
+  for (int n : {2, 3, 4}) {
+    Case c{Strategy::full_shard, n, n % 3, n == 3, 1, n == 4};
+    c.keep_root = true;
+    expect_same_peaks(c, "h100-sxm");
+    c.offload = Offload::params;
+    expect_same_peaks(c, "a100-40gb");
+  }
+  Case h{Strategy::hybrid_shard, 4, 1, false, 2, false};
+  h.keep_root = true;
+  expect_same_peaks(h, "h100-sxm");
 }
 
 // The cluster changes the time, never the memory: the A100 preset gives the same peaks.

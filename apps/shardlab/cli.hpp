@@ -43,8 +43,8 @@ CliCommand add_directory_command(CLI::App& app, const std::string& name,
                                  std::function<int(const std::string&)> run);
 
 // ---- the options `train` and `plan` share (cli_engine_options.cpp) ----------------------------
-// --wrap, --hybrid-group, --prefetch, --param-dtype, --reduce-dtype, --accum, --act-ckpt and
-// --mem-limit,
+// --wrap, --hybrid-group, --prefetch, --param-dtype, --reduce-dtype, --accum, --act-ckpt,
+// --keep-root, --mem-limit, --offload and --host-mem-limit,
 // bound to the one EngineConfig both commands fill: one registration and one parse, so `plan`
 // reads them exactly as `train` does; EngineConfig::validate checks them for both. Each command
 // words the help for its own use (`plan` plans what `train` runs).
@@ -53,6 +53,7 @@ struct EngineOptionHelp {
   std::string hybrid_group, prefetch, param_dtype, reduce_dtype, accum, act_ckpt, mem_limit;
   std::string wrap;
   std::string offload, host_mem_limit;
+  std::string keep_root;
 };
 // The string-valued options, parsed after CLI11 is done so their errors read like every other one.
 struct EngineOptionStrings {

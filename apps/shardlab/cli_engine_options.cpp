@@ -16,6 +16,7 @@ void add_engine_options(CLI::App* cmd, EngineConfig& engine, int& accum, EngineO
   cmd->add_option("--reduce-dtype", s.reduce_dtype, help.reduce_dtype)->group(help.group);
   cmd->add_option("--accum", accum, help.accum)->group(help.group);
   cmd->add_flag("--act-ckpt", engine.act_ckpt, help.act_ckpt)->group(help.group);
+  cmd->add_flag("--keep-root", engine.keep_root, help.keep_root)->group(help.group);
   cmd->add_option("--mem-limit", s.mem_limit, help.mem_limit)->group(help.group);
   cmd->add_option("--offload", s.offload, help.offload)->group(help.group);
   cmd->add_option("--host-mem-limit", s.host_mem_limit, help.host_mem_limit)->group(help.group);

@@ -30,7 +30,8 @@ const EngineOptionHelp kPlanEngineHelp = {
     "does; not compared with --params)",
     "FSDP units: block | whole | layer | blocks:K | size:N",
     "none | optim | params: what lives in host memory (a host peak column)",
-    "per-rank host memory capacity (--offload; 0 = none)"};
+    "per-rank host memory capacity (--offload; 0 = none)",
+    "keep the root gathered between forward and backward, as PyTorch's FSDP does"};
 
 // `plan --recommend`: plan's --model, --ranks, --seq and --mem-limit, and the Recommend group.
 // The options it searches, or does not search (--wrap, --offload), would be ignored: refused.
@@ -38,7 +39,7 @@ int run_recommend(const CLI::App& cmd, RecommendOptions r, const PlanCommandOpti
                   const std::string& mem_limit, const std::vector<std::string>& dtypes) {
   for (const char* name :
        {"--params", "--strategy", "--batch", "--hybrid-group", "--prefetch", "--accum",
-        "--act-ckpt", "--param-dtype", "--reduce-dtype", "--wrap", "--offload", "--host-mem-limit",
+        "--act-ckpt", "--keep-root", "--param-dtype", "--reduce-dtype", "--wrap", "--offload", "--host-mem-limit",
         "--math", "--n-layer", "--n-head", "--n-embd", "--vocab-size", "--max-seq-len"})
     if (cmd.count(name) > 0)
       SL_THROW(InvalidArgument, "--recommend chooses ", name + 2,

@@ -39,7 +39,10 @@ const EngineOptionHelp kTrainEngineHelp = {
     "step. params (full_shard, hybrid_shard): the parameter and gradient shards too, each shard "
     "copied up before its all-gather and down after its reduction (cpu device, and simulate's "
     "meta device; docs/fsdp.md, CPU offload)",
-    "per-rank host memory capacity with --offload, e.g. 1GiB (0 = none): over it, out of memory"};
+    "per-rank host memory capacity with --offload, e.g. 1GiB (0 = none): over it, out of memory",
+    "full_shard, hybrid_shard: keep the root unit gathered from the loss to the head's backward, "
+    "as PyTorch's FSDP keeps its root (one all-gather of the root fewer per step, same memory; "
+    "docs/fsdp.md)"};
 
 }  // namespace
 

@@ -106,11 +106,12 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
   } else {
     std::snprintf(line, sizeof line,
                   "model %s: %s; N = %d ranks, B = %d x T = %d per rank, K = %d, params %s, "
-                  "grads %s, prefetch %d%s%s%s\n",
+                  "grads %s, prefetch %d%s%s%s%s\n",
                   o.model.c_str(), model.describe().c_str(), o.ranks, o.batch,
                   o.seq > 0 ? o.seq : model.max_seq_len, o.accum, dtype_name(engine.param_dtype),
                   dtype_name(engine.reduce_dtype), engine.prefetch,
                   engine.act_ckpt ? ", activation ckpt" : "",
+                  engine.keep_root ? ", root kept for the backward" : "",
                   engine.offload != Offload::none ? ", offload " : "",
                   engine.offload != Offload::none ? offload_name(engine.offload) : "");
   }

@@ -64,7 +64,7 @@ Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,
 
   wrap = make_wrap_plan(model, parse_wrap_policy(cfg.wrap));
   init_units();
-  fwd = forward_schedule(wrap, model.n_layer);
+  fwd = forward_schedule(wrap, model.n_layer, cfg.keep_root && gathers());
   bwd = backward_schedule(wrap, model.n_layer, cfg.act_ckpt);
 }
 
@@ -197,6 +197,10 @@ float Engine::Impl::forward_backward(const int* tokens, const int* targets, int 
   // ---- backward: root (head), blocks in reverse, root (embeddings); a unit's gradient is
   // reduced as soon as its last use here is done.
   Buffer dres = dev.alloc(btc * 4, MemCategory::workspace);  // (B, T, C), reused through the stack
+  // A root kept from the forward (--keep-root) is gathered already, so the head's unshard_at
+  // returns at once: start the gathers after it here, as that call would have.
+  const int root = wrap.root.unit;
+  if (units[root].unsharded && gathers()) prefetch(bwd.order, bwd.pos[root]);
   for (const UnitUse& use : bwd.uses) {
     for (int id : use.units) unshard_at(bwd.order, bwd.pos[id]);
     const int l = use.layer;

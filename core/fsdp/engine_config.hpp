@@ -34,6 +34,12 @@ struct EngineConfig {
   DType param_dtype = DType::f32;   // gathered / full parameters and the all-gathers
   DType reduce_dtype = DType::f32;  // gradients kept and the gradient collectives
   bool act_ckpt = false;            // recompute each block's forward during its backward
+  // full_shard, hybrid_shard: the root unit stays gathered from the loss to the head's backward
+  // instead of being freed and gathered again at once, as PyTorch's FSDP does for its root (FSDP1
+  // skips the root's post-forward reshard; FSDP2's root has reshard_after_forward False). One
+  // all-gather of the root fewer per step; the memory held is the same. Strategies that keep
+  // whole parameters gather nothing per unit, so it changes nothing for them.
+  bool keep_root = false;
   AccumMode accum_mode = AccumMode::reduce_each;
   float clip = 0.0f;      // global gradient-norm limit, 0 = off
   OptimizerConfig optim;  // AdamW or SGD, one instance per unit over the owned range

@@ -234,12 +234,16 @@ void finish(PassSchedule& s, int n_units) {
 
 }  // namespace
 
-PassSchedule forward_schedule(const WrapPlan& w, int n_layer) {
+PassSchedule forward_schedule(const WrapPlan& w, int n_layer, bool keep_root) {
   PassSchedule s;
   add_use(s, UseKind::embed, -1, {w.root.unit});
   for (int l = 0; l < n_layer; ++l) block_uses(s, w, l, false);
   add_use(s, UseKind::head, -1, {w.root.unit});
   finish(s, static_cast<int>(w.units.size()));
+  if (keep_root) {
+    std::vector<int>& rel = s.uses.back().release;
+    rel.erase(std::remove(rel.begin(), rel.end(), w.root.unit), rel.end());
+  }
   return s;
 }
 

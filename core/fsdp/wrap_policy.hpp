@@ -92,8 +92,9 @@ struct PassSchedule {
   std::vector<int> pos;    // pos[unit] = its index in order
 };
 
-// Forward: embed, blocks 0..L-1 (block, or attn then mlp), head.
-PassSchedule forward_schedule(const WrapPlan& w, int n_layer);
+// Forward: embed, blocks 0..L-1 (block, or attn then mlp), head. keep_root: the head does not
+// release the root (EngineConfig::keep_root); the backward's head then finds it gathered.
+PassSchedule forward_schedule(const WrapPlan& w, int n_layer, bool keep_root = false);
 // Backward: head, blocks L-1..0 (recompute when act_ckpt; block, or mlp then attn), embed.
 PassSchedule backward_schedule(const WrapPlan& w, int n_layer, bool act_ckpt);
 

@@ -67,6 +67,7 @@ void print_parallel_line(std::ostream& out, const TrainConfig& cfg, int world,
     out << ", " << cfg.accum << " micro-batches (" << accum_mode_name(e.accum_mode) << ")";
   if (e.clip > 0) out << ", clip " << e.clip;
   if (e.act_ckpt) out << ", activation checkpointing";
+  if (e.keep_root && gathers_params_per_unit(e.strategy)) out << ", root kept for the backward";
   if (cfg.mem_limit > 0) out << ", memory limit " << format_bytes(cfg.mem_limit) << "/rank";
   if (e.offload != Offload::none) {
     out << ", offload " << offload_name(e.offload);
@@ -142,6 +143,7 @@ nlohmann::json train_config_json(const TrainConfig& cfg) {
           {"param_dtype", dtype_name(e.param_dtype)},
           {"reduce_dtype", dtype_name(e.reduce_dtype)},
           {"act_ckpt", e.act_ckpt},
+          {"keep_root", e.keep_root},
           {"clip", e.clip},
           {"mem_limit", cfg.mem_limit},
           {"optimizer", optimizer_kind_name(e.optim.kind)},

@@ -39,6 +39,13 @@ string(REGEX MATCHALL "\n +[0-9]+ \\| +[0-9.]+" b "${zero2}")
 if(NOT a STREQUAL b)
   message(FATAL_ERROR "no_shard and shard_grad_op (no_sync) losses differ:\n${a}\n${b}")
 endif()
+# --keep-root: the losses of no_shard, and the run line says so (the bytes: FsdpEngine's tests).
+run_ok(keep_root ${tiny} --strategy full_shard --keep-root)
+string(REGEX MATCHALL "\n +[0-9]+ \\| +[0-9.]+" k "${keep_root}")
+string(REGEX MATCHALL "\n +[0-9]+ \\| +[0-9.]+" d "${ddp}")
+if(NOT k STREQUAL d OR NOT keep_root MATCHES "root kept for the backward")
+  message(FATAL_ERROR "--keep-root run differs from no_shard or does not say so:\n${keep_root}")
+endif()
 run_ok(hsdp ${tiny} --strategy hybrid_shard --hybrid-group 2 --param-dtype bf16 --clip 1
        --act-ckpt --prefetch 2 --max-inflight-gathers 2)
 
