@@ -177,8 +177,8 @@ TEST(FsdpEngine, BytesCommunicatedPerStepEqualTheory) {
   }
 }
 
-// --keep-root: the root stays gathered from the loss to the head's backward, as PyTorch's FSDP keeps
-// its root. The same bits as the default, the same tracked peaks in every category, and one
+// --keep-root: the root stays gathered from the loss to the head's backward, as PyTorch's FSDP
+// keeps its root. The same bits as the default, the same tracked peaks in every category, and one
 // all-gather of the root fewer per step: Psi_root_p (G-1)/G elements sent, Psi_root_p received.
 TEST(FsdpEngine, KeepRootGathersTheRootOnceLessAndChangesNoBitOrPeak) {
   const GPTConfig model = tiny_model();
@@ -187,9 +187,8 @@ TEST(FsdpEngine, KeepRootGathersTheRootOnceLessAndChangesNoBitOrPeak) {
       if (s == Strategy::hybrid_shard && n != 4) continue;
       for (DType dt : {DType::f32, DType::bf16}) {
         for (int prefetch : {0, 1, 2}) {
-          const std::string what = std::string(strategy_name(s)) + " N=" + std::to_string(n) +
-                                   " " + dtype_name(dt) + " prefetch " +
-                                   std::to_string(prefetch);
+          const std::string what = std::string(strategy_name(s)) + " N=" + std::to_string(n) + " " +
+                                   dtype_name(dt) + " prefetch " + std::to_string(prefetch);
           EngineConfig ec = test_config(s);
           ec.hybrid_group = 2;
           ec.param_dtype = ec.reduce_dtype = dt;

@@ -37,10 +37,10 @@ const EngineOptionHelp kPlanEngineHelp = {
 // The options it searches, or does not search (--wrap, --offload), would be ignored: refused.
 int run_recommend(const CLI::App& cmd, RecommendOptions r, const PlanCommandOptions& p,
                   const std::string& mem_limit, const std::vector<std::string>& dtypes) {
-  for (const char* name :
-       {"--params", "--strategy", "--batch", "--hybrid-group", "--prefetch", "--accum",
-        "--act-ckpt", "--keep-root", "--param-dtype", "--reduce-dtype", "--wrap", "--offload", "--host-mem-limit",
-        "--math", "--n-layer", "--n-head", "--n-embd", "--vocab-size", "--max-seq-len"})
+  for (const char* name : {"--params", "--strategy", "--batch", "--hybrid-group", "--prefetch",
+                           "--accum", "--act-ckpt", "--keep-root", "--param-dtype",
+                           "--reduce-dtype", "--wrap", "--offload", "--host-mem-limit", "--math",
+                           "--n-layer", "--n-head", "--n-embd", "--vocab-size", "--max-seq-len"})
     if (cmd.count(name) > 0)
       SL_THROW(InvalidArgument, "--recommend chooses ", name + 2,
                " itself (or does not search it): drop ", name);
