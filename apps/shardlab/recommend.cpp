@@ -59,6 +59,7 @@ std::string command_of(const RecommendOptions& o, const RecommendCandidate& c) {
   if (c.strategy == Strategy::hybrid_shard) s << " --hybrid-group " << c.hybrid_group;
   s << " --prefetch " << c.prefetch << " --param-dtype " << dtype_name(c.param_dtype)
     << " --reduce-dtype " << dtype_name(c.reduce_dtype) << " --accum " << c.accum;
+  if (gathers_params_per_unit(c.strategy)) s << " --keep-root";
   if (c.act_ckpt) s << " --act-ckpt";
   return s.str();
 }
@@ -83,6 +84,9 @@ TrainConfig config_of(const RecommendOptions& o, const std::shared_ptr<const Clu
   e.hybrid_group = c.strategy == Strategy::hybrid_shard ? c.hybrid_group : 0;
   e.prefetch = c.prefetch;
   e.act_ckpt = c.act_ckpt;
+  // Not searched: keeping the root gathered into the backward holds no more memory and sends
+  // fewer bytes, so the sharded strategies always take it, as PyTorch's FSDP does.
+  e.keep_root = gathers_params_per_unit(c.strategy);
   e.param_dtype = c.param_dtype;
   e.reduce_dtype = c.reduce_dtype;
   cfg.gemm_math = default_gemm_math(e);
@@ -208,7 +212,9 @@ RecommendResult recommend(const RecommendOptions& o, std::ostream& out, std::ost
       << " parameters) on " << o.ranks << " ranks of " << spec->name << " (" << spec->gpu_name
       << ", " << spec->ranks_per_node << " per node), global batch " << o.global_batch << " x "
       << seq << " tokens, cap " << format_bytes(res.cap) << " per rank"
-      << (o.mem_cap > 0 ? " (--mem-limit)" : " (the GPU's memory)") << "\n";
+      << (o.mem_cap > 0 ? " (--mem-limit)" : " (the GPU's memory)") << "\n"
+      << "full_shard and hybrid_shard keep the root gathered into the backward (--keep-root), as "
+         "PyTorch's FSDP does\n";
 
   NullBuffer null_buffer;
   std::ostream null(&null_buffer);

@@ -3,7 +3,8 @@
 // hybrid group G, prefetch, activation checkpointing, micro-batches K and dtypes with
 // run_simulation (the engine itself on one simulated rank), drops those whose peak does not fit
 // the cap, and prints the fastest by predicted tokens/s, each with why and the `shardlab simulate`
-// command that reproduces it.
+// command that reproduces it. full_shard and hybrid_shard always keep the root gathered into the
+// backward (--keep-root): it holds no more memory and sends fewer bytes.
 #pragma once
 
 #include <cstdint>
