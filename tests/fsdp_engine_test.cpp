@@ -217,6 +217,20 @@ TEST(FsdpEngine, KeepRootGathersTheRootOnceLessAndChangesNoBitOrPeak) {
       }
     }
   }
+  // Activation checkpointing, two micro-batches and parameter offload: the same bits and peaks.
+  for (int variant = 0; variant < 3; ++variant) {
+    EngineConfig ec = test_config(Strategy::full_shard);
+    ec.act_ckpt = variant == 0;
+    if (variant == 2) ec.offload = Offload::params;
+    const int K = variant == 1 ? 2 : 1;
+    const RunResult base = run_engine(model, ec, 4, 4, 2, 16, K);
+    ec.keep_root = true;
+    const RunResult kept = run_engine(model, ec, 4, 4, 2, 16, K);
+    EXPECT_TRUE(bit_identical(kept.params, base.params)) << "variant " << variant;
+    EXPECT_EQ(kept.losses, base.losses) << "variant " << variant;
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(kept.peak[r], base.peak[r]) << "variant " << variant;
+    EXPECT_LT(kept.stats.back().comm_all_gather, base.stats.back().comm_all_gather);
+  }
   // The strategies that keep whole parameters gather nothing per unit: no change at all.
   for (Strategy s : {Strategy::no_shard, Strategy::shard_grad_op}) {
     EngineConfig ec = test_config(s);
