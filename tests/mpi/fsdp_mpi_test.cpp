@@ -62,3 +62,19 @@ TEST(FsdpMpi, StrategiesAgreeWithNoShardAndCountBytesAsTheory) {
     }
   }
 }
+
+// --keep-root over MPI: the same parameters as the default to the bit (the same collectives on the
+// same data, one all-gather of the root fewer), and the root's padded size fewer bytes gathered.
+TEST(FsdpMpi, KeepRootChangesOnlyTheRootsSecondGather) {
+  int world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  EngineConfig ec = test_config(Strategy::full_shard);
+  const MpiRun base = run_mpi(ec, 4);
+  ec.keep_root = true;
+  const MpiRun kept = run_mpi(ec, 4);
+  EXPECT_TRUE(bit_identical(kept.params, base.params))
+      << "differs by up to " << max_abs_diff(kept.params, base.params);
+  const int64_t root_p = (unit_layout(tiny_model(), 0).numel + world - 1) / world * world;
+  EXPECT_EQ(base.last.comm_all_gather - kept.last.comm_all_gather,
+            root_p * 4 * (world - 1) / world);
+}
