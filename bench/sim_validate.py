@@ -138,7 +138,7 @@ def spec_path(work, backend, ranks, model=None):
     `model`'s steps where there is one (this shared machine's speed changes by 2x within an hour,
     so a calibration is paired with the measurement it predicts), else the calibrate stage's. For
     N = 4 a copy with ranks_per_node = 4 (the same link constants: the 2-core machine as one node
-    of 4 ranks, which is what the model misses)."""
+    of 4 ranks on its devices_per_node CPUs, which they time-share)."""
     base = os.path.join(work, f"this-machine-{backend}.json")
     paired = os.path.join(work, f"this-machine-{backend}-{model}.json")
     if model is not None and os.path.exists(paired):
@@ -148,6 +148,8 @@ def spec_path(work, backend, ranks, model=None):
     spec = json.load(open(base))
     if ranks <= spec["ranks_per_node"]:
         return base
+    # A spec calibrated before devices_per_node existed had one CPU per calibrated rank.
+    spec.setdefault("devices_per_node", spec["ranks_per_node"])
     spec["ranks_per_node"] = ranks
     out = base[:-len(".json")] + f"-n{ranks}.json"
     with open(out, "w") as f:
@@ -455,6 +457,9 @@ def netns_spec(a, cache):
                       "the pair, both by shardlab calibrate over MPI/TCP; compute as calibrated "
                       "for this machine")
     spec["nodes"], spec["ranks_per_node"] = 2, 2
+    # Both namespaces run on this host's CPUs: each "node" has half of them.
+    host_cpus = spec.get("devices_per_node", os.cpu_count() or 2)
+    spec["devices_per_node"] = max(1, host_cpus // 2)
     spec.update(cache.data["netns/links"])
     out = os.path.join(a.work, "netns-cluster.json")
     with open(out, "w") as f:

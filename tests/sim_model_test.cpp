@@ -267,6 +267,46 @@ TEST(SimDeviceModel, RanksInLockstepComputeAtTheSpecsLockstepEfficiency) {
                "field 'efficiency.lockstep_compute_efficiency' must be a number");
 }
 
+TEST(SimDeviceModel, RanksBeyondTheNodesDevicesShareThem) {
+  // 4 ranks on a node of 2 devices (the local backend's N = 4 on 2 cores): each rank computes at
+  // half speed. Up to 2 ranks, or without the field (one device per rank), nothing changes; host
+  // copies never do.
+  nlohmann::json j = nlohmann::json::parse(cluster_preset_json("h100-sxm"));
+  j["ranks_per_node"] = 4;
+  j["devices_per_node"] = 2;
+  const ClusterSpec spec = parse_cluster_spec(j, "test spec");
+  EXPECT_EQ(spec.compute_share(1), 1.0);
+  EXPECT_EQ(spec.compute_share(2), 1.0);
+  EXPECT_EQ(spec.compute_share(3), 2.0 / 3.0);
+  EXPECT_EQ(spec.compute_share(4), 0.5);
+  EXPECT_EQ(spec.compute_share(8), 0.5);  // two nodes of four
+  const auto charged = [&](const ClusterSpec& sp, int ranks) {
+    MemoryTracker tracker;
+    VirtualClock clock;
+    MetaDevice dev(tracker, sp, clock, GemmMath::bf16, MetaTier::device, ranks);
+    Buffer a = dev.alloc(1 << 20, MemCategory::workspace);
+    dev.gemm(false, false, 4096, 4096, 4096, 1.0f, a.f32(), 4096, a.f32(), 4096, 0.0f, a.f32(),
+             4096);
+    gelu_forward(dev, a.f32(), a.f32(), 1 << 18);
+    const int64_t compute = clock.now_ns;
+    std::vector<float> host(1 << 18);
+    dev.copy_to_host(host.data(), a.data(), int64_t{4} << 18);
+    return std::make_pair(compute, clock.now_ns - compute);
+  };
+  const auto two = charged(spec, 2), four = charged(spec, 4);
+  EXPECT_EQ(four.first, std::llround(static_cast<double>(two.first) / 0.5));
+  EXPECT_EQ(four.second, two.second);
+  j.erase("devices_per_node");
+  const ClusterSpec own = parse_cluster_spec(j, "test spec");
+  EXPECT_EQ(own.compute_share(4), 1.0);
+  EXPECT_EQ(charged(own, 4), two);
+  // A bad count names its field.
+  j["devices_per_node"] = 0;
+  EXPECT_PRED2(contains, spec_error(j), "field 'devices_per_node' = 0 must be in [1, 1048576]");
+  j["devices_per_node"] = "two";
+  EXPECT_PRED2(contains, spec_error(j), "field 'devices_per_node' must be an integer");
+}
+
 TEST(SimDeviceModel, LockstepSpeedIsTheSlowestCpuPerWindow) {
   // Windows of 100 ms; FLOPs per window. CPU 0 is fast throughout, CPU 1 slows to half in one
   // window of four and CPU 0 in another: each window runs at the slower one's rate.

@@ -12,8 +12,10 @@
 #include <map>
 #include <memory>
 #include <ostream>
+#include <thread>
 #include <vector>
 
+#include "core/base/cpu_affinity.hpp"
 #include "core/base/error.hpp"
 #include "core/comm/launcher.hpp"
 #include "core/device/cluster_spec.hpp"
@@ -270,6 +272,15 @@ double sgemm_peak(const GemmFit& g, const Lockstep& l, std::ostream& log) {
   return l.median;
 }
 
+// The CPUs this machine's ranks compute on, for the spec's devices_per_node: the local backend's
+// threads may use the process's CPUs (its affinity mask, as taskset sets it); an mpirun rank is
+// bound to one core, so the machine's online CPUs stand for the node's.
+int devices_per_node(const CalibrateOptions& o) {
+  if (o.backend == "local") return std::max(1, static_cast<int>(allowed_cpus().size()));
+  const unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? static_cast<int>(n) : std::max(1, o.ranks);
+}
+
 }  // namespace
 
 nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& log) {
@@ -319,6 +330,7 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
       {"async_progress", coll.async_progress},
       {"attention_causal_block", kCpuAttentionCausalBlock},
       {"ranks_per_node", n},
+      {"devices_per_node", devices_per_node(o)},
       {"gpu",
        {{"name", "CPU rank (one BLAS thread)"},
         {"peak_tflops", {{"fp32", peak_tflops}, {"tf32", peak_tflops}, {"bf16", peak_tflops}}},

@@ -1,6 +1,7 @@
 // Cluster specs: the presets, the strict reader of a spec file, and the rank-count check.
 #include "core/device/cluster_spec.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -215,6 +216,7 @@ ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where
   c.source = text(j, "source", where);
   c.nodes = count(j, "nodes", where);
   c.ranks_per_node = count(j, "ranks_per_node", where);
+  if (j.contains("devices_per_node")) c.devices_per_node = count(j, "devices_per_node", where);
   const nlohmann::json& gpu = object(j, "gpu", where);
   c.gpu_name = gpu.contains("name") && gpu.at("name").is_string()
                    ? gpu.at("name").get<std::string>()
@@ -284,6 +286,12 @@ ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where
                  " must be in (0, 1]");
   }
   return c;
+}
+
+double ClusterSpec::compute_share(int ranks) const {
+  const int on_node = std::min(std::max(ranks, 1), ranks_per_node);
+  if (devices_per_node <= 0 || devices_per_node >= on_node) return 1.0;
+  return static_cast<double>(devices_per_node) / on_node;
 }
 
 void ClusterSpec::check_ranks(int ranks) const {

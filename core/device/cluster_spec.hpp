@@ -5,6 +5,7 @@
 //
 //   {"name": "h100-sxm", "source": "...",
 //    "nodes": 128, "ranks_per_node": 8,
+//    ("devices_per_node": 2, optional: fewer devices than ranks, which then share them)
 //    "gpu": {"name": "...", "peak_tflops": {"fp32": 67, "tf32": 494.7, "bf16": 989.4},
 //            "memory_GiB": 80, "memory_bandwidth_GBps": 3350},
 //    "intra_node": {"bandwidth_GBps": 450, "latency_us": 3},   // per GPU, one direction
@@ -85,6 +86,11 @@ struct ClusterSpec {
   std::string source;  // where the figures come from
   int nodes = 1;
   int ranks_per_node = 1;
+  // The devices a node's ranks compute on (GPUs; for a spec of CPU ranks, the CPUs they may use).
+  // Optional ("devices_per_node"); 0: one per rank. A job that puts more ranks on a node than it
+  // has devices time-shares them: each rank computes at devices / ranks of its speed (the local
+  // backend's N = 4 on 2 cores). The links' figures stay as measured.
+  int devices_per_node = 0;
   std::string gpu_name;
   double peak_flops[3] = {0, 0, 0};  // by GemmMath, FLOP/s
   int64_t memory_bytes = 0;          // per GPU
@@ -107,6 +113,9 @@ struct ClusterSpec {
   nlohmann::json json;  // the spec as read (written into a simulated run's meta.json)
 
   double peak(GemmMath m) const { return peak_flops[static_cast<int>(m)]; }
+  // The fraction of a device each of a job's `ranks` computes with: 1 unless its node holds more
+  // ranks (min(ranks, ranks_per_node)) than devices_per_node.
+  double compute_share(int ranks) const;
   int total_ranks() const { return nodes * ranks_per_node; }
   // Checks that `ranks` fits this cluster: >= 1, at most nodes x ranks_per_node, and whole nodes
   // beyond one node. Throws InvalidArgument naming --ranks and the spec.

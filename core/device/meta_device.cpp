@@ -32,7 +32,8 @@ MetaDevice::MetaDevice(MemoryTracker& tracker, const ClusterSpec& spec, VirtualC
       math_(math),
       tier_(tier),
       ranks_(ranks),
-      compute_rate_(ranks > 1 ? spec.cost.lockstep_compute_efficiency : 1.0),
+      compute_rate_((ranks > 1 ? spec.cost.lockstep_compute_efficiency : 1.0) *
+                    spec.compute_share(ranks)),
       next_address_(kFirstAddress[static_cast<int>(tier)]) {}
 
 std::unique_ptr<Device> MetaDevice::make_host_tier(MemoryTracker& host_tracker) const {

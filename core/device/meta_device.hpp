@@ -23,7 +23,8 @@ class MetaDevice final : public Device {
  public:
   // `spec` and `clock` must outlive the device. GEMMs are charged at spec's peak for `math`.
   // `ranks`: the job's; with more than one, every GEMM and kernel runs at the spec's
-  // lockstep_compute_efficiency of its speed (each collective waits for the slowest rank).
+  // lockstep_compute_efficiency of its speed (each collective waits for the slowest rank), and at
+  // its compute_share where the node has fewer devices than ranks (they time-share them).
   MetaDevice(MemoryTracker& tracker, const ClusterSpec& spec, VirtualClock& clock, GemmMath math,
              MetaTier tier = MetaTier::device, int ranks = 1);
 
@@ -72,7 +73,7 @@ class MetaDevice final : public Device {
   GemmMath math_;
   MetaTier tier_;
   int ranks_;
-  double compute_rate_;  // 1, or the spec's lockstep_compute_efficiency with ranks_ > 1
+  double compute_rate_;  // lockstep_compute_efficiency with ranks_ > 1, times compute_share
   uint64_t next_address_;
   double gemm_flops_ = 0;
   int64_t kernels_ = 0;
