@@ -71,6 +71,24 @@ TEST(Recommend, SearchSpaceIsEveryStrategyGroupPrefetchCheckpointSplitAndDtype) 
   RecommendOptions one = o;
   one.dtypes = {DType::f32};
   EXPECT_EQ(recommend_candidates(one, 8).size(), c.size() / 4);
+  for (const RecommendCandidate& x : c) EXPECT_EQ(x.wrap, "block");
+  // --wraps: each policy once more over the same space, twins still side by side.
+  RecommendOptions two = o;
+  two.wraps = {"block", "layer"};
+  const std::vector<RecommendCandidate> w = recommend_candidates(two, 8);
+  ASSERT_EQ(w.size(), 2 * c.size());
+  EXPECT_EQ(std::count_if(w.begin(), w.end(),
+                          [](const RecommendCandidate& x) { return x.wrap == "layer"; }),
+            static_cast<long>(c.size()));
+  for (size_t i = 0; i < w.size(); i += 2) EXPECT_EQ(w[i].wrap, w[i + 1].wrap);
+  // A policy wrap_policy.hpp does not know names --wraps.
+  two.wraps = {"block", "halves"};
+  try {
+    recommend_candidates(two, 8);
+    ADD_FAILURE() << "--wraps halves accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--wraps: "), std::string::npos) << e.what();
+  }
 }
 
 // A cap just below the leanest peak of every strategy that keeps full parameters: only

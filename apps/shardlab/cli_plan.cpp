@@ -34,13 +34,18 @@ const EngineOptionHelp kPlanEngineHelp = {
     "keep the root gathered between forward and backward, as PyTorch's FSDP does"};
 
 // `plan --recommend`: plan's --model, --ranks, --seq and --mem-limit, and the Recommend group.
-// The options it searches, or does not search (--wrap, --offload), would be ignored: refused.
+// The options it searches, or does not search (--offload), would be ignored: refused. --wrap
+// names --wraps, the search's own list.
 int run_recommend(const CLI::App& cmd, RecommendOptions r, const PlanCommandOptions& p,
-                  const std::string& mem_limit, const std::vector<std::string>& dtypes) {
+                  const std::string& mem_limit, const std::vector<std::string>& dtypes,
+                  const std::vector<std::string>& wraps) {
+  if (cmd.count("--wrap") > 0)
+    SL_THROW(InvalidArgument, "--recommend searches the wrap policies of --wraps (default block): ",
+             "drop --wrap, or give --wraps");
   for (const char* name : {"--params", "--strategy", "--batch", "--hybrid-group", "--prefetch",
                            "--accum", "--act-ckpt", "--keep-root", "--param-dtype",
-                           "--reduce-dtype", "--wrap", "--offload", "--host-mem-limit", "--math",
-                           "--n-layer", "--n-head", "--n-embd", "--vocab-size", "--max-seq-len"})
+                           "--reduce-dtype", "--offload", "--host-mem-limit", "--math", "--n-layer",
+                           "--n-head", "--n-embd", "--vocab-size", "--max-seq-len"})
     if (cmd.count(name) > 0)
       SL_THROW(InvalidArgument, "--recommend chooses ", name + 2,
                " itself (or does not search it): drop ", name);
@@ -50,6 +55,7 @@ int run_recommend(const CLI::App& cmd, RecommendOptions r, const PlanCommandOpti
   r.mem_cap = parse_bytes(mem_limit, "--mem-limit");
   r.dtypes.clear();
   for (const std::string& d : dtypes) r.dtypes.push_back(parse_dtype(d));
+  r.wraps = wraps;
   return recommend_command(r, std::cout, &std::cerr);
 }
 
@@ -65,6 +71,7 @@ CliCommand add_plan_command(CLI::App& app) {
     bool recommend = false;  // --recommend: the strategy advisor (apps/shardlab/recommend.hpp)
     RecommendOptions rec;
     std::vector<std::string> dtypes = {"f32", "bf16"};
+    std::vector<std::string> wraps = {"block"};
   };
   auto o = std::make_shared<Options>();
   PlanCommandOptions& p = o->plan;
@@ -96,15 +103,19 @@ CliCommand add_plan_command(CLI::App& app) {
                   "fp32 | tf32 | bf16: the GEMM peak charged with --cluster (default: bf16 with "
                   "16-bit parameters, else fp32)");
   cmd->option_defaults()->group("Recommend");
-  cmd->add_flag(
-      "--recommend", o->recommend,
-      "simulate every strategy x hybrid group x prefetch x act-ckpt x micro-batches x "
-      "dtypes for --model on --ranks of --cluster (above) at --global-batch; print the fastest "
-      "that fit --mem-limit (default: the GPU's memory)");
+  cmd->add_flag("--recommend", o->recommend,
+                "simulate every strategy x hybrid group x prefetch x act-ckpt x micro-batches x "
+                "dtypes (x --wraps) for --model on --ranks of --cluster (above) at --global-batch; "
+                "print the fastest "
+                "that fit --mem-limit (default: the GPU's memory)");
   cmd->add_option("--global-batch", o->rec.global_batch,
                   "sequences per step, all ranks: N x B x K (B sequences per micro-batch)");
   cmd->add_option("--top", o->rec.top, "configurations printed");
   cmd->add_option("--dtypes", o->dtypes, "parameter and gradient dtypes searched (f32, bf16)")
+      ->delimiter(',');
+  cmd->add_option("--wraps", o->wraps,
+                  "wrap policies searched, e.g. block,layer,blocks:2 (default block; each one "
+                  "multiplies the search)")
       ->delimiter(',');
   cmd->add_flag("--exhaustive", o->rec.exhaustive,
                 "also simulate act-ckpt where the same configuration without it fits");
@@ -126,7 +137,7 @@ CliCommand add_plan_command(CLI::App& app) {
             if (o->recommend) {
               o->rec.cluster = p.cluster;
               try {
-                return run_recommend(*cmd, o->rec, p, o->engine.mem_limit, o->dtypes);
+                return run_recommend(*cmd, o->rec, p, o->engine.mem_limit, o->dtypes, o->wraps);
               } catch (const InvalidArgument& e) {  // a bad command line: usage, exit 2
                 std::cerr << "shardlab: error: " << e.what() << "\n";
                 return 2;

@@ -14,6 +14,7 @@
 #include "apps/shardlab/simulate_command.hpp"
 #include "core/base/error.hpp"
 #include "core/device/cluster_spec.hpp"
+#include "core/fsdp/wrap_policy.hpp"
 #include "core/memory/tracker.hpp"
 #include "core/model/config.hpp"
 #include "core/trace/run_reader.hpp"
@@ -47,7 +48,8 @@ std::string describe(const RecommendCandidate& c) {
 std::string settings(const RecommendCandidate& c) {
   return describe(c) + ", prefetch " + std::to_string(c.prefetch) + ", act-ckpt " +
          (c.act_ckpt ? "on" : "off") + ", K " + std::to_string(c.accum) + ", " +
-         dtype_name(c.param_dtype) + "/" + dtype_name(c.reduce_dtype);
+         dtype_name(c.param_dtype) + "/" + dtype_name(c.reduce_dtype) +
+         (c.wrap == "block" ? "" : ", wrap " + c.wrap);
 }
 
 std::string command_of(const RecommendOptions& o, const RecommendCandidate& c) {
@@ -59,6 +61,7 @@ std::string command_of(const RecommendOptions& o, const RecommendCandidate& c) {
   if (c.strategy == Strategy::hybrid_shard) s << " --hybrid-group " << c.hybrid_group;
   s << " --prefetch " << c.prefetch << " --param-dtype " << dtype_name(c.param_dtype)
     << " --reduce-dtype " << dtype_name(c.reduce_dtype) << " --accum " << c.accum;
+  if (c.wrap != "block") s << " --wrap " << c.wrap;
   if (gathers_params_per_unit(c.strategy)) s << " --keep-root";
   if (c.act_ckpt) s << " --act-ckpt";
   return s.str();
@@ -84,6 +87,7 @@ TrainConfig config_of(const RecommendOptions& o, const std::shared_ptr<const Clu
   e.hybrid_group = c.strategy == Strategy::hybrid_shard ? c.hybrid_group : 0;
   e.prefetch = c.prefetch;
   e.act_ckpt = c.act_ckpt;
+  e.wrap = c.wrap;
   // Not searched: keeping the root gathered into the backward holds no more memory and sends
   // fewer bytes, so the sharded strategies always take it, as PyTorch's FSDP does.
   e.keep_root = gathers_params_per_unit(c.strategy);
@@ -100,14 +104,18 @@ struct NullBuffer : std::streambuf {
 
 bool same_but_act_ckpt(const RecommendCandidate& a, const RecommendCandidate& b) {
   return a.strategy == b.strategy && a.hybrid_group == b.hybrid_group && a.prefetch == b.prefetch &&
-         a.accum == b.accum && a.param_dtype == b.param_dtype && a.reduce_dtype == b.reduce_dtype;
+         a.accum == b.accum && a.param_dtype == b.param_dtype && a.reduce_dtype == b.reduce_dtype &&
+         a.wrap == b.wrap;
 }
 
 // The table of the fastest and, per row, why.
 void print_best(const RecommendOptions& o, const RecommendResult& res, std::ostream& out) {
+  const bool wraps = o.wraps.size() > 1 || o.wraps.front() != "block";
+  const std::string header =
+      "  #  tokens/s  step ms   MFU  peak/rank   strategy          prefetch  act-ckpt  K  B  "
+      "params/grads";
   out << "\nthe fastest " << res.best.size() << " that fit, by predicted tokens/s:\n";
-  out << "  #  tokens/s  step ms   MFU  peak/rank   strategy          prefetch  act-ckpt  K  B  "
-         "params/grads\n";
+  out << header << (wraps ? "  wrap" : "") << "\n";
   const int64_t per_rank = o.global_batch / o.ranks;
   for (size_t i = 0; i < res.best.size(); ++i) {
     const RecommendRow& r = res.best[i];
@@ -118,7 +126,13 @@ void print_best(const RecommendOptions& o, const RecommendResult& res, std::ostr
         format_bytes(r.peak_bytes).c_str(), describe(r.c).c_str(), r.c.prefetch,
         r.c.act_ckpt ? "on" : "off", r.c.accum, static_cast<long long>(per_rank / r.c.accum),
         dtype_name(r.c.param_dtype), dtype_name(r.c.reduce_dtype));
-    out << line;
+    std::string text = line;
+    if (wraps) {
+      text.pop_back();                          // the newline
+      const size_t column = header.size() + 2;  // under "wrap"
+      text += std::string(text.size() < column ? column - text.size() : 1, ' ') + r.c.wrap + "\n";
+    }
+    out << text;
   }
   out << "\nwhy:\n";
   for (size_t i = 0; i < res.best.size(); ++i) {
@@ -145,6 +159,14 @@ std::vector<RecommendCandidate> recommend_candidates(const RecommendOptions& o,
     SL_THROW(InvalidArgument, "--global-batch ", o.global_batch, " is not divisible by --ranks ", n,
              ": every rank takes B x K whole sequences (global batch = N x B x K)");
   if (o.dtypes.empty()) SL_THROW(InvalidArgument, "--dtypes: name at least one of f32, bf16");
+  if (o.wraps.empty()) SL_THROW(InvalidArgument, "--wraps: name at least one wrap policy");
+  for (const std::string& w : o.wraps) {
+    try {
+      parse_wrap_policy(w);
+    } catch (const InvalidArgument& e) {
+      SL_THROW(InvalidArgument, "--wraps: ", e.what());
+    }
+  }
   const int64_t per_rank = o.global_batch / n;  // B x K
 
   // Strategies, with hybrid's group G: a divisor of the node's GPUs or a multiple of them, between
@@ -163,26 +185,28 @@ std::vector<RecommendCandidate> recommend_candidates(const RecommendOptions& o,
     if (per_rank % k == 0) ks.push_back(static_cast<int>(k));
 
   std::vector<RecommendCandidate> out;
-  for (DType p : o.dtypes)
-    for (DType r : o.dtypes)
-      for (const auto& [s, g] : strategies) {
-        // Strategies that keep full parameters gather none before forward: prefetch has nothing
-        // to issue, so one depth stands for all.
-        const int max_prefetch = keeps_full_params(s) ? 0 : 2;
-        for (int pf = 0; pf <= max_prefetch; ++pf)
-          for (int k : ks)
-            for (bool ac : {false, true}) {
-              RecommendCandidate c;
-              c.strategy = s;
-              c.hybrid_group = g;
-              c.prefetch = pf;
-              c.act_ckpt = ac;
-              c.accum = k;
-              c.param_dtype = p;
-              c.reduce_dtype = r;
-              out.push_back(c);
-            }
-      }
+  for (const std::string& wrap : o.wraps)
+    for (DType p : o.dtypes)
+      for (DType r : o.dtypes)
+        for (const auto& [s, g] : strategies) {
+          // Strategies that keep full parameters gather none before forward: prefetch has nothing
+          // to issue, so one depth stands for all.
+          const int max_prefetch = keeps_full_params(s) ? 0 : 2;
+          for (int pf = 0; pf <= max_prefetch; ++pf)
+            for (int k : ks)
+              for (bool ac : {false, true}) {
+                RecommendCandidate c;
+                c.strategy = s;
+                c.hybrid_group = g;
+                c.prefetch = pf;
+                c.act_ckpt = ac;
+                c.accum = k;
+                c.param_dtype = p;
+                c.reduce_dtype = r;
+                c.wrap = wrap;
+                out.push_back(c);
+              }
+        }
   return out;
 }
 

@@ -1,6 +1,7 @@
 // `shardlab plan --recommend`: a strategy advisor (docs/choosing.md). For a model, a cluster, a
 // rank count, a global batch and a memory cap, it simulates every configuration of strategy,
-// hybrid group G, prefetch, activation checkpointing, micro-batches K and dtypes with
+// hybrid group G, prefetch, activation checkpointing, micro-batches K, dtypes and the wrap
+// policies asked for (--wraps, block by default) with
 // run_simulation (the engine itself on one simulated rank), drops those whose peak does not fit
 // the cap, and prints the fastest by predicted tokens/s, each with why and the `shardlab simulate`
 // command that reproduces it. full_shard and hybrid_shard always keep the root gathered into the
@@ -26,6 +27,8 @@ struct RecommendOptions {
   int64_t mem_cap = 0;          // bytes per rank (0: the cluster's GPU memory)
   int top = 5;                  // configurations printed
   std::vector<DType> dtypes = {DType::f32, DType::bf16};  // for parameters and for gradients
+  // Wrap policies searched (--wraps; wrap_policy.hpp's forms). Each multiplies the search.
+  std::vector<std::string> wraps = {"block"};
   // Simulate act-ckpt even where the same configuration without it fits (it is never faster:
   // docs/choosing.md); off by default.
   bool exhaustive = false;
@@ -39,6 +42,7 @@ struct RecommendCandidate {
   bool act_ckpt = false;
   int accum = 1;  // K
   DType param_dtype = DType::f32, reduce_dtype = DType::f32;
+  std::string wrap = "block";
 };
 
 struct RecommendRow {

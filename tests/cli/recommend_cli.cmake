@@ -40,6 +40,22 @@ if(NOT capped MATCHES "no_shard +nothing fits 17.00 MiB: its leanest needs 58.99
   message(FATAL_ERROR "the per-strategy lines do not say no_shard does not fit:\n${capped}")
 endif()
 
+# --wraps: a wrap column, and the first row's command (with its --wrap when not block) reproduces
+# its prediction.
+run_ok(wraps ${rec} --cluster h100-sxm --global-batch 32 --top 3 --dtypes bf16 --wraps block,layer)
+if(NOT wraps MATCHES "params/grads  wrap\n")
+  message(FATAL_ERROR "--wraps: no wrap column:\n${wraps}")
+endif()
+string(REGEX MATCH "\n  1 +([0-9]+) [^\n]* (block|layer)\n" row "${wraps}")
+set(tokens ${CMAKE_MATCH_1})
+string(REGEX MATCH "\n     shardlab simulate ([^\n]+)" cmd_line "${wraps}")
+separate_arguments(args UNIX_COMMAND "${CMAKE_MATCH_1}")
+run_ok(wsim simulate ${args} --trace off)
+if(tokens STREQUAL "" OR NOT wsim MATCHES "tokens/s +${tokens} ")
+  message(FATAL_ERROR "--wraps: `shardlab simulate ${args}` does not predict the ${tokens} "
+                      "tokens/s the recommendation printed:\n${wraps}\n${wsim}")
+endif()
+
 # ---- bad input: one line, exit 2
 function(expect_usage name regex)
   expect_error(${name} "${regex}" ${ARGN})
@@ -59,6 +75,9 @@ expect_usage(with_strategy "--recommend chooses strategy itself \\(or does not s
              ${rec} --cluster h100-sxm --global-batch 32 --strategy full_shard)
 expect_usage(with_prefetch "drop --prefetch" ${rec} --cluster h100-sxm --global-batch 32 --prefetch 1)
 expect_usage(bad_dtype "f8" ${rec} --cluster h100-sxm --global-batch 32 --dtypes f8)
+expect_usage(with_wrap "--recommend searches the wrap policies of --wraps \\(default block\\): drop --wrap"
+             ${rec} --cluster h100-sxm --global-batch 32 --wrap layer)
+expect_usage(bad_wraps "--wraps: " ${rec} --cluster h100-sxm --global-batch 32 --wraps block,halves)
 expect_error(global_batch_alone "--global-batch belongs to --recommend"
              plan --model tiny --global-batch 32)
 
