@@ -106,8 +106,7 @@ CliCommand add_plan_command(CLI::App& app) {
   cmd->add_flag("--recommend", o->recommend,
                 "simulate every strategy x hybrid group x prefetch x act-ckpt x micro-batches x "
                 "dtypes (x --wraps) for --model on --ranks of --cluster (above) at --global-batch; "
-                "print the fastest "
-                "that fit --mem-limit (default: the GPU's memory)");
+                "print the fastest that fit --mem-limit (default: the GPU's memory)");
   cmd->add_option("--global-batch", o->rec.global_batch,
                   "sequences per step, all ranks: N x B x K (B sequences per micro-batch)");
   cmd->add_option("--top", o->rec.top, "configurations printed");
