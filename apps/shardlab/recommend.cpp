@@ -373,7 +373,8 @@ int recommend_command(const RecommendOptions& o, std::ostream& out, std::ostream
   const RecommendCandidate& c = r.leanest.c;
   out << "nothing fits " << format_bytes(r.cap) << " per rank: the leanest configuration ("
       << settings(c) << ") needs " << format_bytes(r.leanest.peak_bytes)
-      << "; raise --mem-limit, add ranks, or shrink the batch or the model\n";
+      << "; raise --mem-limit, add ranks, shrink the batch or the model, or keep state in host "
+         "memory (not searched here: `shardlab plan --offload optim|params`, docs/memory.md)\n";
   return 2;
 }
 
