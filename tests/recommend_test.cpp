@@ -129,6 +129,60 @@ TEST(Recommend, UnderACapThatOnlyShardedParametersFitTheBestIsFullShardOrHybrid)
   EXPECT_NE(out.str().find("nothing fits"), std::string::npos) << out.str();  // no_shard's row
 }
 
+// --offloads: optim offload for every strategy, params only where parameters are sharded; under a
+// device cap that nothing fits without offload, the best keeps state in host memory, and a host
+// cap below every host tier's peak fits nothing.
+TEST(Recommend, OffloadIsSearchedWhenAskedAndHostMemoryIsCapped) {
+  // small on 2 ranks: its model states, not its activations, set the peak, so offload helps.
+  RecommendOptions o = tiny16();
+  o.model = "small";
+  o.ranks = 2;
+  o.global_batch = 4;
+  o.dtypes = {DType::bf16};
+  const size_t plain = recommend_candidates(o, 8).size();
+  size_t sharded = 0;
+  for (const RecommendCandidate& x : recommend_candidates(o, 8))
+    if (!keeps_full_params(x.strategy)) ++sharded;
+  o.offloads = {Offload::none, Offload::optim, Offload::params};
+  const std::vector<RecommendCandidate> c = recommend_candidates(o, 8);
+  EXPECT_EQ(c.size(), 2 * plain + sharded);
+  for (const RecommendCandidate& x : c) {
+    if (x.offload == Offload::params) {
+      EXPECT_FALSE(keeps_full_params(x.strategy));
+    }
+  }
+
+  // The leanest device peak without offload (a cap of 1 byte: nothing fits, so no act-ckpt twin
+  // is pruned), then a cap just below it.
+  RecommendOptions none = o;
+  none.offloads = {Offload::none};
+  none.mem_cap = 1;
+  std::ostringstream a;
+  const RecommendResult base = recommend(none, a, nullptr);
+  o.mem_cap = base.leanest.peak_bytes - 1;
+  o.top = 3;
+  std::ostringstream b;
+  const RecommendResult r = recommend(o, b, nullptr);
+  ASSERT_FALSE(r.best.empty()) << b.str();
+  for (const RecommendRow& row : r.best) {
+    EXPECT_NE(row.c.offload, Offload::none) << row.command;
+    EXPECT_GT(row.host_peak_bytes, 0) << row.command;
+    EXPECT_LE(row.peak_bytes, o.mem_cap) << row.command;
+    EXPECT_NE(row.command.find(std::string("--offload ") + offload_name(row.c.offload)),
+              std::string::npos)
+        << row.command;
+  }
+  EXPECT_NE(b.str().find("offload"), std::string::npos);
+  // A host tier of one byte: nothing fits.
+  o.host_cap = 1;
+  std::ostringstream d;
+  EXPECT_TRUE(recommend(o, d, nullptr).best.empty()) << d.str();
+  // A name parse_offload does not know is refused by the command line (cli.recommend_cli); an
+  // empty list here.
+  o.offloads.clear();
+  EXPECT_THROW(recommend_candidates(o, 8), InvalidArgument);
+}
+
 // Skipping act-ckpt where its twin fits changes nothing: the exhaustive search finds the same
 // best, and what it adds are act-ckpt twins no faster than their twins.
 TEST(Recommend, PruningActCkptMatchesTheExhaustiveSearch) {

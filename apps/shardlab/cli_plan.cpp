@@ -34,18 +34,22 @@ const EngineOptionHelp kPlanEngineHelp = {
     "keep the root gathered between forward and backward, as PyTorch's FSDP does"};
 
 // `plan --recommend`: plan's --model, --ranks, --seq and --mem-limit, and the Recommend group.
-// The options it searches, or does not search (--offload), would be ignored: refused. --wrap
-// names --wraps, the search's own list.
+// The options it searches would be ignored: refused. --wrap and --offload name --wraps and
+// --offloads, the search's own lists; --host-mem-limit caps the host tier of --offloads.
 int run_recommend(const CLI::App& cmd, RecommendOptions r, const PlanCommandOptions& p,
-                  const std::string& mem_limit, const std::vector<std::string>& dtypes,
-                  const std::vector<std::string>& wraps) {
+                  const std::string& mem_limit, const std::string& host_mem_limit,
+                  const std::vector<std::string>& dtypes, const std::vector<std::string>& wraps,
+                  const std::vector<std::string>& offloads) {
   if (cmd.count("--wrap") > 0)
     SL_THROW(InvalidArgument, "--recommend searches the wrap policies of --wraps (default block): ",
              "drop --wrap, or give --wraps");
-  for (const char* name : {"--params", "--strategy", "--batch", "--hybrid-group", "--prefetch",
-                           "--accum", "--act-ckpt", "--keep-root", "--param-dtype",
-                           "--reduce-dtype", "--offload", "--host-mem-limit", "--math", "--n-layer",
-                           "--n-head", "--n-embd", "--vocab-size", "--max-seq-len"})
+  if (cmd.count("--offload") > 0)
+    SL_THROW(InvalidArgument, "--recommend searches the host tiers of --offloads (default none): ",
+             "drop --offload, or give --offloads");
+  for (const char* name :
+       {"--params", "--strategy", "--batch", "--hybrid-group", "--prefetch", "--accum",
+        "--act-ckpt", "--keep-root", "--param-dtype", "--reduce-dtype", "--math", "--n-layer",
+        "--n-head", "--n-embd", "--vocab-size", "--max-seq-len"})
     if (cmd.count(name) > 0)
       SL_THROW(InvalidArgument, "--recommend chooses ", name + 2,
                " itself (or does not search it): drop ", name);
@@ -56,6 +60,15 @@ int run_recommend(const CLI::App& cmd, RecommendOptions r, const PlanCommandOpti
   r.dtypes.clear();
   for (const std::string& d : dtypes) r.dtypes.push_back(parse_dtype(d));
   r.wraps = wraps;
+  r.offloads.clear();
+  for (const std::string& x : offloads) {
+    try {
+      r.offloads.push_back(parse_offload(x));
+    } catch (const InvalidArgument& e) {
+      SL_THROW(InvalidArgument, "--offloads: ", e.what());
+    }
+  }
+  r.host_cap = parse_bytes(host_mem_limit, "--host-mem-limit");
   return recommend_command(r, std::cout, &std::cerr);
 }
 
@@ -72,6 +85,7 @@ CliCommand add_plan_command(CLI::App& app) {
     RecommendOptions rec;
     std::vector<std::string> dtypes = {"f32", "bf16"};
     std::vector<std::string> wraps = {"block"};
+    std::vector<std::string> offloads = {"none"};
   };
   auto o = std::make_shared<Options>();
   PlanCommandOptions& p = o->plan;
@@ -116,6 +130,10 @@ CliCommand add_plan_command(CLI::App& app) {
                   "wrap policies searched, e.g. block,layer,blocks:2 (default block; each one "
                   "multiplies the search)")
       ->delimiter(',');
+  cmd->add_option("--offloads", o->offloads,
+                  "host-memory tiers searched, e.g. none,optim,params (default none; params only "
+                  "for full_shard and hybrid_shard); --host-mem-limit caps the host tier")
+      ->delimiter(',');
   cmd->add_flag("--exhaustive", o->rec.exhaustive,
                 "also simulate act-ckpt where the same configuration without it fits");
   cmd->footer(
@@ -136,7 +154,8 @@ CliCommand add_plan_command(CLI::App& app) {
             if (o->recommend) {
               o->rec.cluster = p.cluster;
               try {
-                return run_recommend(*cmd, o->rec, p, o->engine.mem_limit, o->dtypes, o->wraps);
+                return run_recommend(*cmd, o->rec, p, o->engine.mem_limit, o->engine.host_mem_limit,
+                                     o->dtypes, o->wraps, o->offloads);
               } catch (const InvalidArgument& e) {  // a bad command line: usage, exit 2
                 std::cerr << "shardlab: error: " << e.what() << "\n";
                 return 2;

@@ -49,7 +49,8 @@ std::string settings(const RecommendCandidate& c) {
   return describe(c) + ", prefetch " + std::to_string(c.prefetch) + ", act-ckpt " +
          (c.act_ckpt ? "on" : "off") + ", K " + std::to_string(c.accum) + ", " +
          dtype_name(c.param_dtype) + "/" + dtype_name(c.reduce_dtype) +
-         (c.wrap == "block" ? "" : ", wrap " + c.wrap);
+         (c.wrap == "block" ? "" : ", wrap " + c.wrap) +
+         (c.offload == Offload::none ? "" : std::string(", offload ") + offload_name(c.offload));
 }
 
 std::string command_of(const RecommendOptions& o, const RecommendCandidate& c) {
@@ -62,6 +63,7 @@ std::string command_of(const RecommendOptions& o, const RecommendCandidate& c) {
   s << " --prefetch " << c.prefetch << " --param-dtype " << dtype_name(c.param_dtype)
     << " --reduce-dtype " << dtype_name(c.reduce_dtype) << " --accum " << c.accum;
   if (c.wrap != "block") s << " --wrap " << c.wrap;
+  if (c.offload != Offload::none) s << " --offload " << offload_name(c.offload);
   if (gathers_params_per_unit(c.strategy)) s << " --keep-root";
   if (c.act_ckpt) s << " --act-ckpt";
   return s.str();
@@ -88,6 +90,7 @@ TrainConfig config_of(const RecommendOptions& o, const std::shared_ptr<const Clu
   e.prefetch = c.prefetch;
   e.act_ckpt = c.act_ckpt;
   e.wrap = c.wrap;
+  e.offload = c.offload;
   // Not searched: keeping the root gathered into the backward holds no more memory and sends
   // fewer bytes, so the sharded strategies always take it, as PyTorch's FSDP does.
   e.keep_root = gathers_params_per_unit(c.strategy);
@@ -105,17 +108,26 @@ struct NullBuffer : std::streambuf {
 bool same_but_act_ckpt(const RecommendCandidate& a, const RecommendCandidate& b) {
   return a.strategy == b.strategy && a.hybrid_group == b.hybrid_group && a.prefetch == b.prefetch &&
          a.accum == b.accum && a.param_dtype == b.param_dtype && a.reduce_dtype == b.reduce_dtype &&
-         a.wrap == b.wrap;
+         a.wrap == b.wrap && a.offload == b.offload;
 }
 
 // The table of the fastest and, per row, why.
 void print_best(const RecommendOptions& o, const RecommendResult& res, std::ostream& out) {
   const bool wraps = o.wraps.size() > 1 || o.wraps.front() != "block";
+  const bool offloads = o.offloads.size() > 1 || o.offloads.front() != Offload::none;
   const std::string header =
       "  #  tokens/s  step ms   MFU  peak/rank   strategy          prefetch  act-ckpt  K  B  "
       "params/grads";
   out << "\nthe fastest " << res.best.size() << " that fit, by predicted tokens/s:\n";
-  out << header << (wraps ? "  wrap" : "") << "\n";
+  // The extra columns, each under its heading: wrap at the header's end + 2, offload 12 later.
+  const size_t wrap_at = header.size() + 2, offload_at = header.size() + (wraps ? 14 : 2);
+  const auto column = [](std::string& text, size_t at, const std::string& value) {
+    text += std::string(text.size() < at ? at - text.size() : 1, ' ') + value;
+  };
+  std::string heading = header;
+  if (wraps) column(heading, wrap_at, "wrap");
+  if (offloads) column(heading, offload_at, "offload");
+  out << heading << "\n";
   const int64_t per_rank = o.global_batch / o.ranks;
   for (size_t i = 0; i < res.best.size(); ++i) {
     const RecommendRow& r = res.best[i];
@@ -127,11 +139,10 @@ void print_best(const RecommendOptions& o, const RecommendResult& res, std::ostr
         r.c.act_ckpt ? "on" : "off", r.c.accum, static_cast<long long>(per_rank / r.c.accum),
         dtype_name(r.c.param_dtype), dtype_name(r.c.reduce_dtype));
     std::string text = line;
-    if (wraps) {
-      text.pop_back();                          // the newline
-      const size_t column = header.size() + 2;  // under "wrap"
-      text += std::string(text.size() < column ? column - text.size() : 1, ' ') + r.c.wrap + "\n";
-    }
+    if (wraps || offloads) text.pop_back();  // the newline
+    if (wraps) column(text, wrap_at, r.c.wrap);
+    if (offloads) column(text, offload_at, offload_name(r.c.offload));
+    if (wraps || offloads) text += "\n";
     out << text;
   }
   out << "\nwhy:\n";
@@ -140,7 +151,9 @@ void print_best(const RecommendOptions& o, const RecommendResult& res, std::ostr
     out << "  #" << (i + 1) << " peak " << format_bytes(r.peak_bytes) << " of "
         << format_bytes(res.cap) << " ("
         << fmt("%.0f", 100.0 * static_cast<double>(r.peak_bytes) / static_cast<double>(res.cap))
-        << "%); step " << ms(r.step_s) << ": compute " << ms(r.compute_s) << ", exposed comm "
+        << "%)";
+    if (r.host_peak_bytes >= 0) out << ", host " << format_bytes(r.host_peak_bytes);
+    out << "; step " << ms(r.step_s) << ": compute " << ms(r.compute_s) << ", exposed comm "
         << ms(r.exposed_comm_s) << " (collectives busy " << ms(r.comm_s) << ")\n"
         << "     " << r.command << "\n";
   }
@@ -184,29 +197,35 @@ std::vector<RecommendCandidate> recommend_candidates(const RecommendOptions& o,
   for (int64_t k = 1; k <= per_rank; ++k)
     if (per_rank % k == 0) ks.push_back(static_cast<int>(k));
 
+  if (o.offloads.empty())
+    SL_THROW(InvalidArgument, "--offloads: name at least one of none, optim, params");
   std::vector<RecommendCandidate> out;
-  for (const std::string& wrap : o.wraps)
-    for (DType p : o.dtypes)
-      for (DType r : o.dtypes)
-        for (const auto& [s, g] : strategies) {
-          // Strategies that keep full parameters gather none before forward: prefetch has nothing
-          // to issue, so one depth stands for all.
-          const int max_prefetch = keeps_full_params(s) ? 0 : 2;
-          for (int pf = 0; pf <= max_prefetch; ++pf)
-            for (int k : ks)
-              for (bool ac : {false, true}) {
-                RecommendCandidate c;
-                c.strategy = s;
-                c.hybrid_group = g;
-                c.prefetch = pf;
-                c.act_ckpt = ac;
-                c.accum = k;
-                c.param_dtype = p;
-                c.reduce_dtype = r;
-                c.wrap = wrap;
-                out.push_back(c);
-              }
-        }
+  for (Offload off : o.offloads)
+    for (const std::string& wrap : o.wraps)
+      for (DType p : o.dtypes)
+        for (DType r : o.dtypes)
+          for (const auto& [s, g] : strategies) {
+            // Strategies that keep full parameters gather none before forward: prefetch has nothing
+            // to issue, so one depth stands for all.
+            // Parameter offload copies a shard up before each gather: only where there are shards.
+            if (off == Offload::params && keeps_full_params(s)) continue;
+            const int max_prefetch = keeps_full_params(s) ? 0 : 2;
+            for (int pf = 0; pf <= max_prefetch; ++pf)
+              for (int k : ks)
+                for (bool ac : {false, true}) {
+                  RecommendCandidate c;
+                  c.strategy = s;
+                  c.hybrid_group = g;
+                  c.prefetch = pf;
+                  c.act_ckpt = ac;
+                  c.accum = k;
+                  c.param_dtype = p;
+                  c.reduce_dtype = r;
+                  c.wrap = wrap;
+                  c.offload = off;
+                  out.push_back(c);
+                }
+          }
   return out;
 }
 
@@ -236,7 +255,8 @@ RecommendResult recommend(const RecommendOptions& o, std::ostream& out, std::ost
       << " parameters) on " << o.ranks << " ranks of " << spec->name << " (" << spec->gpu_name
       << ", " << spec->ranks_per_node << " per node), global batch " << o.global_batch << " x "
       << seq << " tokens, cap " << format_bytes(res.cap) << " per rank"
-      << (o.mem_cap > 0 ? " (--mem-limit)" : " (the GPU's memory)") << "\n"
+      << (o.mem_cap > 0 ? " (--mem-limit)" : " (the GPU's memory)")
+      << (o.host_cap > 0 ? ", host tier " + format_bytes(o.host_cap) + " per rank" : "") << "\n"
       << "full_shard and hybrid_shard keep the root gathered into the backward (--keep-root), as "
          "PyTorch's FSDP does\n";
 
@@ -278,11 +298,13 @@ RecommendResult recommend(const RecommendOptions& o, std::ostream& out, std::ost
       row.tokens_per_s = r.tokens_per_s;
       row.mfu = r.mfu;
       row.peak_bytes = r.peak_bytes;
+      row.host_peak_bytes = r.train.host_peak_bytes;
       row.command = command_of(o, c);
       RecommendRow& least = least_of_strategy[static_cast<int>(c.strategy)];
       if (least.peak_bytes == 0 || row.peak_bytes < least.peak_bytes) least = row;
       if (res.leanest.peak_bytes == 0 || row.peak_bytes < res.leanest.peak_bytes) res.leanest = row;
-      fit = row.peak_bytes <= res.cap;
+      fit = row.peak_bytes <= res.cap &&
+            (o.host_cap <= 0 || row.host_peak_bytes < 0 || row.host_peak_bytes <= o.host_cap);
       if (fit)
         fits.push_back(row);
       else
@@ -373,8 +395,11 @@ int recommend_command(const RecommendOptions& o, std::ostream& out, std::ostream
   const RecommendCandidate& c = r.leanest.c;
   out << "nothing fits " << format_bytes(r.cap) << " per rank: the leanest configuration ("
       << settings(c) << ") needs " << format_bytes(r.leanest.peak_bytes)
-      << "; raise --mem-limit, add ranks, shrink the batch or the model, or keep state in host "
-         "memory (not searched here: `shardlab plan --offload optim|params`, docs/memory.md)\n";
+      << "; raise --mem-limit, add ranks, or shrink the batch or the model"
+      << (o.offloads.size() == 1 && o.offloads.front() == Offload::none
+              ? ", or search host-memory offload too (--offloads none,optim,params)"
+              : "")
+      << "\n";
   return 2;
 }
 

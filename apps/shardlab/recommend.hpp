@@ -1,7 +1,7 @@
 // `shardlab plan --recommend`: a strategy advisor (docs/choosing.md). For a model, a cluster, a
 // rank count, a global batch and a memory cap, it simulates every configuration of strategy,
 // hybrid group G, prefetch, activation checkpointing, micro-batches K, dtypes and the wrap
-// policies asked for (--wraps, block by default) with
+// policies and host tiers asked for (--wraps, block by default; --offloads, none by default) with
 // run_simulation (the engine itself on one simulated rank), drops those whose peak does not fit
 // the cap, and prints the fastest by predicted tokens/s, each with why and the `shardlab simulate`
 // command that reproduces it. full_shard and hybrid_shard always keep the root gathered into the
@@ -29,6 +29,11 @@ struct RecommendOptions {
   std::vector<DType> dtypes = {DType::f32, DType::bf16};  // for parameters and for gradients
   // Wrap policies searched (--wraps; wrap_policy.hpp's forms). Each multiplies the search.
   std::vector<std::string> wraps = {"block"};
+  // Host-memory tiers searched (--offloads none,optim,params); params only for the strategies
+  // that shard parameters. host_cap: the host tier's bytes per rank a configuration may use
+  // (--host-mem-limit; 0: no limit).
+  std::vector<Offload> offloads = {Offload::none};
+  int64_t host_cap = 0;
   // Simulate act-ckpt even where the same configuration without it fits (it is never faster:
   // docs/choosing.md); off by default.
   bool exhaustive = false;
@@ -43,12 +48,14 @@ struct RecommendCandidate {
   int accum = 1;  // K
   DType param_dtype = DType::f32, reduce_dtype = DType::f32;
   std::string wrap = "block";
+  Offload offload = Offload::none;
 };
 
 struct RecommendRow {
   RecommendCandidate c;
   double step_s = 0, tokens_per_s = 0, mfu = 0;
   int64_t peak_bytes = 0;
+  int64_t host_peak_bytes = -1;  // the host tier's peak under offload (-1: none)
   double exposed_comm_s = -1, compute_s = -1, comm_s = -1;  // the printed rows only
   std::string command;                                      // `shardlab simulate ...`
 };

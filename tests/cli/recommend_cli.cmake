@@ -56,6 +56,23 @@ if(tokens STREQUAL "" OR NOT wsim MATCHES "tokens/s +${tokens} ")
                       "tokens/s the recommendation printed:\n${wraps}\n${wsim}")
 endif()
 
+# --offloads: an offload column, and the first row's command reproduces its prediction.
+# small on 2 ranks, bf16: nothing fits 30 MiB without offload (the leanest needs about 38 MiB).
+run_ok(offl plan --recommend --model small --ranks 2 --seq 64 --cluster h100-sxm --global-batch 4
+       --top 3 --dtypes bf16 --offloads none,optim,params --mem-limit 30MiB)
+if(NOT offl MATCHES "params/grads  offload\n" OR NOT offl MATCHES "\n  1 [^\n]* (optim|params)\n")
+  message(FATAL_ERROR "--offloads under a 30 MiB cap: no offload column or row 1 not offloaded:\n${offl}")
+endif()
+string(REGEX MATCH "\n  1 +([0-9]+) " row "${offl}")
+set(tokens ${CMAKE_MATCH_1})
+string(REGEX MATCH "\n     shardlab simulate ([^\n]+)" cmd_line "${offl}")
+separate_arguments(args UNIX_COMMAND "${CMAKE_MATCH_1}")
+run_ok(osim simulate ${args} --trace off)
+if(tokens STREQUAL "" OR NOT osim MATCHES "tokens/s +${tokens} ")
+  message(FATAL_ERROR "--offloads: `shardlab simulate ${args}` does not predict the ${tokens} "
+                      "tokens/s the recommendation printed:\n${offl}\n${osim}")
+endif()
+
 # ---- bad input: one line, exit 2
 function(expect_usage name regex)
   expect_error(${name} "${regex}" ${ARGN})
@@ -78,6 +95,10 @@ expect_usage(bad_dtype "f8" ${rec} --cluster h100-sxm --global-batch 32 --dtypes
 expect_usage(with_wrap "--recommend searches the wrap policies of --wraps \\(default block\\): drop --wrap"
              ${rec} --cluster h100-sxm --global-batch 32 --wrap layer)
 expect_usage(bad_wraps "--wraps: " ${rec} --cluster h100-sxm --global-batch 32 --wraps block,halves)
+expect_usage(with_offload "--recommend searches the host tiers of --offloads \\(default none\\): drop --offload"
+             ${rec} --cluster h100-sxm --global-batch 32 --offload optim)
+expect_usage(bad_offloads "--offloads: --offload 'disk'" ${rec} --cluster h100-sxm --global-batch 32
+             --offloads none,disk)
 expect_error(global_batch_alone "--global-batch belongs to --recommend"
              plan --model tiny --global-batch 32)
 
