@@ -173,6 +173,36 @@ TEST(Recommend, OffloadIsSearchedWhenAskedAndHostMemoryIsCapped) {
         << row.command;
   }
   EXPECT_NE(b.str().find("offload"), std::string::npos);
+  // Pruning offload where the same without it fits changes no answer: under the GPU's memory,
+  // where everything fits on the device, the best is the exhaustive search's and no offloaded
+  // configuration is simulated.
+  RecommendOptions roomy = o;
+  roomy.mem_cap = 0;
+  std::ostringstream e, f;
+  const RecommendResult pruned = recommend(roomy, e, nullptr);
+  roomy.exhaustive = true;
+  const RecommendResult all = recommend(roomy, f, nullptr);
+  ASSERT_FALSE(pruned.best.empty());
+  EXPECT_EQ(pruned.best.front().command, all.best.front().command);
+  EXPECT_EQ(pruned.best.front().c.offload, Offload::none);
+  for (const RecommendRow& row : pruned.fits) EXPECT_EQ(row.c.offload, Offload::none);
+  // Every offloaded row of the exhaustive search is no faster than its twin on the device.
+  const auto twin_of = [](const RecommendCandidate& a, const RecommendCandidate& b) {
+    return a.strategy == b.strategy && a.hybrid_group == b.hybrid_group &&
+           a.prefetch == b.prefetch && a.act_ckpt == b.act_ckpt && a.accum == b.accum &&
+           a.param_dtype == b.param_dtype && a.reduce_dtype == b.reduce_dtype && a.wrap == b.wrap &&
+           b.offload == Offload::none;
+  };
+  int compared = 0;
+  for (const RecommendRow& row : all.fits) {
+    if (row.c.offload == Offload::none) continue;
+    const auto t = std::find_if(all.fits.begin(), all.fits.end(),
+                                [&](const RecommendRow& y) { return twin_of(row.c, y.c); });
+    ASSERT_NE(t, all.fits.end()) << row.command;
+    EXPECT_LE(row.tokens_per_s, t->tokens_per_s) << row.command;
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
   // A host tier of one byte: nothing fits.
   o.host_cap = 1;
   std::ostringstream d;

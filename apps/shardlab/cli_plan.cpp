@@ -135,7 +135,8 @@ CliCommand add_plan_command(CLI::App& app) {
                   "for full_shard and hybrid_shard); --host-mem-limit caps the host tier")
       ->delimiter(',');
   cmd->add_flag("--exhaustive", o->rec.exhaustive,
-                "also simulate act-ckpt where the same configuration without it fits");
+                "also simulate act-ckpt and offload where the same configuration without them "
+                "fits");
   cmd->footer(
       "\nWith a model (always a shape: a preset and overrides), each strategy's plan is one\n"
       "training step of the real engine on the meta device, rank 0 of N: every allocation\n"

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <ostream>
+#include <set>
 #include <sstream>
 #include <system_error>
 
@@ -200,7 +201,12 @@ std::vector<RecommendCandidate> recommend_candidates(const RecommendOptions& o,
   if (o.offloads.empty())
     SL_THROW(InvalidArgument, "--offloads: name at least one of none, optim, params");
   std::vector<RecommendCandidate> out;
-  for (Offload off : o.offloads)
+  // Without offload first, so that the search knows what fits without it (recommend() prunes).
+  std::vector<Offload> offloads;
+  for (Offload off : {Offload::none, Offload::optim, Offload::params})
+    if (std::find(o.offloads.begin(), o.offloads.end(), off) != o.offloads.end())
+      offloads.push_back(off);
+  for (Offload off : offloads)
     for (const std::string& wrap : o.wraps)
       for (DType p : o.dtypes)
         for (DType r : o.dtypes)
@@ -269,12 +275,26 @@ RecommendResult recommend(const RecommendOptions& o, std::ostream& out, std::ost
   // again to the compute stream, whose work and collectives otherwise stay in the same order,
   // so its step is never shorter; only memory speaks for it, and memory was not the problem.
   bool twin_fits = false;
+  // Likewise offload: it adds the copies between the tiers and moves the optimizer step to the
+  // host, and takes nothing from the step, so it is never faster than the same configuration
+  // without it; where that fits, the offloaded ones are not simulated.
+  std::set<std::string> fits_on_device;
+  const auto without_offload = [](RecommendCandidate c) {
+    c.offload = Offload::none;
+    return settings(c);
+  };
   auto last_report = t0;
   bool reported = false;
   for (size_t i = 0; i < cands.size(); ++i) {
     const RecommendCandidate& c = cands[i];
     if (c.act_ckpt && !o.exhaustive && twin_fits && i > 0 && same_but_act_ckpt(cands[i - 1], c)) {
       ++res.skipped;
+      continue;
+    }
+    if (c.offload != Offload::none && !o.exhaustive &&
+        fits_on_device.count(without_offload(c)) > 0) {
+      ++res.skipped;
+      if (!c.act_ckpt) twin_fits = true;  // its act-ckpt twin is slower than what fits, too
       continue;
     }
     TrainConfig cfg = config_of(o, spec, c);
@@ -311,6 +331,7 @@ RecommendResult recommend(const RecommendOptions& o, std::ostream& out, std::ost
         ++res.dropped;
     }
     if (!c.act_ckpt) twin_fits = fit;
+    if (fit && c.offload == Offload::none) fits_on_device.insert(settings(c));
     const auto now = Clock::now();
     if (progress && now - t0 > std::chrono::seconds(1) &&
         now - last_report > std::chrono::milliseconds(500)) {
@@ -358,7 +379,8 @@ RecommendResult recommend(const RecommendOptions& o, std::ostream& out, std::ost
 
   out << "searched " << res.candidates << " configurations in " << fmt("%.1f", res.seconds)
       << " s: " << res.simulated << " simulated, " << res.dropped << " over the cap, "
-      << res.skipped << " not simulated (act-ckpt where the same without it fits: never faster)";
+      << res.skipped
+      << " not simulated (act-ckpt or offload where the same without it fits: never faster)";
   if (res.refused > 0) out << ", " << res.refused << " refused by the engine";
   out << "\n";
   if (!refused.empty()) out << "  (refused, e.g. " << refused << ")\n";

@@ -34,8 +34,8 @@ struct RecommendOptions {
   // (--host-mem-limit; 0: no limit).
   std::vector<Offload> offloads = {Offload::none};
   int64_t host_cap = 0;
-  // Simulate act-ckpt even where the same configuration without it fits (it is never faster:
-  // docs/choosing.md); off by default.
+  // Simulate act-ckpt and offload even where the same configuration without it fits (neither is
+  // ever faster: docs/choosing.md); off by default.
   bool exhaustive = false;
 };
 
@@ -67,10 +67,10 @@ struct RecommendResult {
   int64_t simulated = 0;           // run through the simulator
   int64_t dropped = 0;             // simulated and over the cap
   RecommendRow leanest;            // the smallest peak simulated (what to say when none fits)
-  int64_t skipped = 0;             // act-ckpt where the same without it fits (not simulated)
-  int64_t refused = 0;             // refused by TrainConfig::validate (not simulated)
-  int64_t cap = 0;                 // the cap applied, bytes per rank
-  double seconds = 0;              // wall time of the search
+  int64_t skipped = 0;  // act-ckpt or offload where the same without it fits (not simulated)
+  int64_t refused = 0;  // refused by TrainConfig::validate (not simulated)
+  int64_t cap = 0;      // the cap applied, bytes per rank
+  double seconds = 0;   // wall time of the search
 };
 
 // The configurations the search covers for `o` on a cluster with `ranks_per_node` GPUs a node,
