@@ -339,6 +339,9 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
       {"intra_node", link},
       {"inter_node", link},
       {"host_link", {{"bandwidth_GBps", bw * 0.5e-9}, {"latency_us", 0}}},
+      // CPU ranks' host tier (--offload) is the same memory: the same measured bandwidth, not the
+      // default a GPU's share of a server's host memory gets.
+      {"host", {{"memory_bandwidth_GBps", bw * 1e-9}}},
       {"efficiency",
        {{"gemm_efficiency", 1.0},
         {"gemm_half_dim", g.half_dim},

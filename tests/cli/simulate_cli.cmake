@@ -78,7 +78,8 @@ expect_error(batch_split "--batch 8 must split evenly over --ranks 16" ${sim} --
 run_ok(cal calibrate --seconds 0.02 --out measured.json)
 file(READ ${WORK_DIR}/measured.json measured)
 foreach(want "\"name\": \"this-machine\"" "\"source\": \"measured by shardlab calibrate" "\"ranks_per_node\": 2"
-             "\"collectives\": {" "\"all_gather\": \\[" "\"reduce_scatter\": \\[" "\"all_reduce\": \\[")
+             "\"collectives\": {" "\"all_gather\": \\[" "\"reduce_scatter\": \\[" "\"all_reduce\": \\["
+             "\"devices_per_node\": [0-9]+" "\"host\": {\n *\"memory_bandwidth_GBps\"")
   if(NOT measured MATCHES "${want}")
     message(FATAL_ERROR "the measured spec lacks ${want}:\n${measured}")
   endif()
