@@ -2,6 +2,20 @@
 # runs as printed, and one clear error line with exit 2 for each bad input.
 include(${CMAKE_CURRENT_LIST_DIR}/helpers/train_common.cmake)
 
+# The first recommendation's `shardlab simulate` command, run as printed, predicts the tokens/s
+# its row shows (`label` names the case in the failure).
+function(expect_first_row_reproduces label report)
+  string(REGEX MATCH "\n  1 +([0-9]+) " row "${report}")
+  set(tokens ${CMAKE_MATCH_1})
+  string(REGEX MATCH "\n     shardlab simulate ([^\n]+)" cmd_line "${report}")
+  separate_arguments(args UNIX_COMMAND "${CMAKE_MATCH_1}")
+  run_ok(sim simulate ${args} --trace off)
+  if(tokens STREQUAL "" OR NOT sim MATCHES "tokens/s +${tokens} ")
+    message(FATAL_ERROR "${label}: `shardlab simulate ${args}` does not predict the ${tokens} "
+                        "tokens/s the recommendation printed:\n${report}\n${sim}")
+  endif()
+endfunction()
+
 set(rec plan --recommend --model tiny --ranks 16 --seq 64)
 
 run_ok(out ${rec} --cluster h100-sxm --global-batch 32 --top 3 --dtypes bf16)
@@ -16,15 +30,7 @@ foreach(want "recommend: tiny \\([0-9.e+]+ parameters\\) on 16 ranks of h100-sxm
   endif()
 endforeach()
 # The first recommendation's command reproduces its prediction.
-string(REGEX MATCH "\n  1 +([0-9]+) " row "${out}")
-set(tokens ${CMAKE_MATCH_1})
-string(REGEX MATCH "\n     shardlab simulate ([^\n]+)" cmd_line "${out}")
-separate_arguments(args UNIX_COMMAND "${CMAKE_MATCH_1}")
-run_ok(sim simulate ${args} --trace off)
-if(NOT sim MATCHES "tokens/s +${tokens} ")
-  message(FATAL_ERROR "`shardlab simulate ${args}` does not predict the ${tokens} tokens/s the "
-                      "recommendation printed:\n${sim}")
-endif()
+expect_first_row_reproduces(default "${out}")
 
 # A cap only full_shard fits (small on 16 ranks, bf16: its leanest configuration, prefetch 0,
 # act-ckpt, K 2, peaks at 15.28 MiB; shard_grad_op's at 19.40 MiB, hybrid G=8's at 18.51 MiB).
@@ -43,18 +49,10 @@ endif()
 # --wraps: a wrap column, and the first row's command (with its --wrap when not block) reproduces
 # its prediction.
 run_ok(wraps ${rec} --cluster h100-sxm --global-batch 32 --top 3 --dtypes bf16 --wraps block,layer)
-if(NOT wraps MATCHES "params/grads  wrap\n")
-  message(FATAL_ERROR "--wraps: no wrap column:\n${wraps}")
+if(NOT wraps MATCHES "params/grads  wrap\n" OR NOT wraps MATCHES "\n  1 [^\n]* (block|layer)\n")
+  message(FATAL_ERROR "--wraps: no wrap column, or none in row 1:\n${wraps}")
 endif()
-string(REGEX MATCH "\n  1 +([0-9]+) [^\n]* (block|layer)\n" row "${wraps}")
-set(tokens ${CMAKE_MATCH_1})
-string(REGEX MATCH "\n     shardlab simulate ([^\n]+)" cmd_line "${wraps}")
-separate_arguments(args UNIX_COMMAND "${CMAKE_MATCH_1}")
-run_ok(wsim simulate ${args} --trace off)
-if(tokens STREQUAL "" OR NOT wsim MATCHES "tokens/s +${tokens} ")
-  message(FATAL_ERROR "--wraps: `shardlab simulate ${args}` does not predict the ${tokens} "
-                      "tokens/s the recommendation printed:\n${wraps}\n${wsim}")
-endif()
+expect_first_row_reproduces(--wraps "${wraps}")
 
 # --offloads: an offload column, and the first row's command reproduces its prediction.
 # small on 2 ranks, bf16: nothing fits 30 MiB without offload (the leanest needs about 38 MiB).
@@ -63,15 +61,7 @@ run_ok(offl plan --recommend --model small --ranks 2 --seq 64 --cluster h100-sxm
 if(NOT offl MATCHES "params/grads  offload\n" OR NOT offl MATCHES "\n  1 [^\n]* (optim|params)\n")
   message(FATAL_ERROR "--offloads under a 30 MiB cap: no offload column or row 1 not offloaded:\n${offl}")
 endif()
-string(REGEX MATCH "\n  1 +([0-9]+) " row "${offl}")
-set(tokens ${CMAKE_MATCH_1})
-string(REGEX MATCH "\n     shardlab simulate ([^\n]+)" cmd_line "${offl}")
-separate_arguments(args UNIX_COMMAND "${CMAKE_MATCH_1}")
-run_ok(osim simulate ${args} --trace off)
-if(tokens STREQUAL "" OR NOT osim MATCHES "tokens/s +${tokens} ")
-  message(FATAL_ERROR "--offloads: `shardlab simulate ${args}` does not predict the ${tokens} "
-                      "tokens/s the recommendation printed:\n${offl}\n${osim}")
-endif()
+expect_first_row_reproduces(--offloads "${offl}")
 
 # ---- bad input: one line, exit 2
 function(expect_usage name regex)
