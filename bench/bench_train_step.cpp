@@ -84,6 +84,7 @@ int g_seq = 0;        // --seq: T for every preset (0: the preset's own)
 int g_warmup = 1;     // --warmup: untimed steps before the timed ones
 int g_steps = 0;      // --steps: timed steps per row on the local backend (0: Google Benchmark's)
 int g_ceiling_n = 2048;  // --ceiling_size: n of the n^3 sgemm that measures the ceiling
+bool g_keep_root = false;  // --keep_root=1: EngineConfig::keep_root where the strategy gathers
 
 // Per-rank micro-batch of each preset: enough tokens that the GEMMs dominate, few enough that
 // eight ranks on two cores still take a step in well under a second.
@@ -162,6 +163,7 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
   run.engine.strategy = strategy;
   run.engine.prefetch = static_cast<int>(state.range(1));
   run.engine.hybrid_group = static_cast<int>(state.range(4));
+  run.engine.keep_root = g_keep_root && gathers_params_per_unit(strategy);
   if (mpi) {
     if (g_mpi_size == 0) {
       state.SkipWithError(
@@ -220,6 +222,7 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
     state.counters["exposed_share"] = rep.exposed_share;
   }
   state.counters["params"] = static_cast<double>(rep.params);
+  state.counters["keep_root"] = run.engine.keep_root ? 1.0 : 0.0;
   set_bytes(state, "rss_peak", static_cast<double>(rep.rss_peak));
   state.counters["minflt_per_step"] = steps > 0 ? static_cast<double>(faults) / steps : 0.0;
   // docs/gpu.md's model FLOPs per token; per rank, at the median step.
@@ -266,6 +269,8 @@ Options parse_own_flags(int* argc, char** argv) {
       g_warmup = int_flag("--warmup", a.substr(9), 0);
     } else if (a.rfind("--steps=", 0) == 0) {
       g_steps = int_flag("--steps", a.substr(8), 1);
+    } else if (a.rfind("--keep_root=", 0) == 0) {
+      g_keep_root = int_flag("--keep_root", a.substr(12), 0) != 0;
     } else if (a.rfind("--ceiling_size=", 0) == 0) {
       g_ceiling_n = int_flag("--ceiling_size", a.substr(15), 64);
     } else {
@@ -356,6 +361,9 @@ int main(int argc, char** argv) {
        {"--seq=0", "sequence length T for every preset (0: 64)"},
        {"--warmup=1", "untimed steps before the timed ones, per row"},
        {"--steps=0", "timed steps per local row (0: as many as --benchmark_min_time asks)"},
+       {"--keep_root=0",
+        "1: full_shard and hybrid_shard keep the root gathered into the backward (train "
+        "--keep-root; PyTorch FSDP's default)"},
        {"--ceiling_size=2048",
         "n of the n^3 sgemm measuring sgemm_gflops before and after each row (the quick suite: "
         "256)"}});

@@ -13,6 +13,8 @@
 3. --repetitions rounds, each one run of every system in turn: ShardLab local and MPI
    (bench_train_step, one process per row) no_shard and full_shard, and PyTorch DDP and FSDP2
    (fully_shard per block and on the root) on gloo, one process per rank, for each --impls.
+   ShardLab's full_shard keeps its root gathered from the loss into the backward
+   (`--keep_root=1`, `train --keep-root`), as FSDP2 does with its root: the same collectives.
 4. OUT/data/peers_shardlab.json and peers_torch.json (Google Benchmark JSON, every repetition and
    their medians), OUT/data/peers.log (machine, versions, load, exact commands), then
    bench/report.py OUT/data OUT, whose "PyTorch beside ShardLab" section compares them.
@@ -30,6 +32,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 STRATEGIES = [("no_shard", "ddp"), ("full_shard", "fsdp2")]  # ShardLab's and the peer's names
+# FSDP2 leaves its root unsharded after the forward (its backward starts at once): ShardLab's
+# --keep-root. bench_train_step's --keep_root=1 applies it only where a strategy gathers per unit.
+KEEP_ROOT = {"no_shard": [], "full_shard": ["--keep-root"]}
 
 
 def parse_args(argv):
@@ -214,10 +219,10 @@ def main():
              str(a.batch * a.ranks), "--seq", str(a.seq), "--data", tokens, "--steps",
              str(a.check_steps), "--init-from", weights, "--warmup", "0", "--schedule",
              "constant", "--clip", "0", "--strategy", s, "--run-dir", checks[s],
-             "--overwrite"] + optim, log, "check_" + s)
+             "--overwrite"] + KEEP_ROOT[s] + optim, log, "check_" + s)
 
     shape = ["--presets=" + a.preset, "--ranks=%d" % a.ranks, "--batch=%d" % a.batch,
-             "--seq=%d" % a.seq, "--warmup=%d" % a.warmup]
+             "--seq=%d" % a.seq, "--warmup=%d" % a.warmup, "--keep_root=1"]
     mpi_flags = os.environ.get("SHARDLAB_MPIRUN_FLAGS",
                                "--oversubscribe --mca btl self,vader").split()
     if os.getuid() == 0:
