@@ -83,7 +83,7 @@ int g_batch = 0;      // --batch: per-rank micro-batch for every preset (0: the 
 int g_seq = 0;        // --seq: T for every preset (0: the preset's own)
 int g_warmup = 1;     // --warmup: untimed steps before the timed ones
 int g_steps = 0;      // --steps: timed steps per row on the local backend (0: Google Benchmark's)
-int g_ceiling_n = 2048;  // --ceiling_size: n of the n^3 sgemm that measures the ceiling
+int g_ceiling_n = 2048;    // --ceiling_size: n of the n^3 sgemm that measures the ceiling
 bool g_keep_root = false;  // --keep_root=1: EngineConfig::keep_root where the strategy gathers
 
 // Per-rank micro-batch of each preset: enough tokens that the GEMMs dominate, few enough that
