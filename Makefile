@@ -14,6 +14,7 @@ help:
 	@echo "make test     install deps, build, run every test (ctest)"
 	@echo "make cuda     configure and build the CUDA + NCCL configuration in build-cuda/"
 	@echo "make cuda-test  build it and run its GPU tests (each skips with a message without a GPU)"
+	@echo "make gpu-bundle  build-cuda/gpu-bundle: what bench/gpu/device_check.sh runs on a lent GPU"
 	@echo "make bench    run the benchmark suites and write docs/bench/ (make bench-quick: under a minute)"
 	@echo "make sim-validate  simulated vs measured step and collective times -> docs/simulate-validation.md"
 	@echo "make bench-peers  PyTorch DDP / FSDP2 beside ShardLab at the same shapes -> docs/bench/ (downloads PyTorch)"
@@ -49,6 +50,13 @@ cuda: deps build-cuda/CMakeCache.txt
 
 cuda-test: cuda
 	cd build-cuda && ctest --output-on-failure -j $(JOBS) -R '^cuda[.]'
+
+# make gpu-bundle  what issue 16's device check needs on a lent GPU machine, made here (no GPU):
+#                  the cuda preset's shardlab and shardlab_cuda_tests plus the Debian packages of
+#                  OpenBLAS and Open MPI -> build-cuda/gpu-bundle (docs/gpu.md, "On a lent GPU")
+.PHONY: gpu-bundle
+gpu-bundle: deps
+	JOBS=$(JOBS) bash bench/gpu/bundle.sh
 
 clean:
 	rm -rf build build-cuda build-debug build-asan build-tsan
