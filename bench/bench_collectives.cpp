@@ -12,11 +12,17 @@
 //   mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/bench_collectives
 //       --benchmark_filter=/mpi/                                        (one command line)
 //
+// `--memcpy_rounds=R` pairs each local collective with its reference: the timed calls run in R
+// rounds, each followed by the same number of memcpy calls of the collective's size by every rank
+// thread at once, and `memcpy_frac` is busbw over that copy rate, the median round (the issue's
+// "at 0.7 of memcpy, measured in one run with the same threads"; docs/collectives.md).
+//
 // `reduce_placement/<layout>` times the local all_reduce's reduction alone, on one thread, with
 // its four buffers at three placements (docs/collectives.md, "Buffer placement").
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -42,8 +48,9 @@ constexpr int64_t kKiB = 1024;
 constexpr int64_t kMiB = 1024 * kKiB;
 
 int g_mpi_rank = 0;
-int g_mpi_size = 0;   // 0: not under mpirun
-int64_t g_calls = 0;  // --calls: timed calls per benchmark, 0 = iterations_for(size)
+int g_mpi_size = 0;       // 0: not under mpirun
+int64_t g_calls = 0;      // --calls: timed calls per benchmark, 0 = iterations_for(size)
+int g_memcpy_rounds = 0;  // --memcpy_rounds: local collectives alternate with memcpy (0: off)
 
 // Fixed iterations per size (the same on every MPI process, so all call the same collectives):
 // about 256 MiB of buffer per benchmark, between 10 and 1000 calls.
@@ -61,12 +68,26 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// What time_collective measured, rank 0's figures. Without paired rounds there is one round.
+struct Timed {
+  double per_call = 0;           // seconds per collective call over every timed call
+  std::vector<double> calls;     // per round: the calls timed
+  std::vector<double> coll_s;    // per round: seconds for those collective calls
+  std::vector<double> memcpy_s;  // per round, paired only: seconds for as many memcpy calls
+};
+
 // Times `iters` calls of `row` on every rank of the launched world after kWarmupCalls untimed
-// ones; returns seconds per call as measured by rank 0 between two barriers. Checks the first
-// call's result.
-double time_collective(const CollectiveRow& row, const LaunchOptions& opts, int64_t count,
-                       int64_t iters, bool in_place, std::string* error) {
-  double per_call = 0;
+// ones, as rank 0 measures them between two barriers. Checks the first call's result.
+//
+// With `rounds` > 0 (--memcpy_rounds, local backend only) the timed calls are split into that many
+// rounds, and after each one every rank thread copies the collective's size from one buffer of its
+// own to another as many times, all at once (bm_memcpy_ranks' reference): collective and memcpy
+// alternate in one launch on the same threads, so a host whose memory speed drifts moves both.
+Timed time_collective(const CollectiveRow& row, const LaunchOptions& opts, int64_t count,
+                      int64_t bytes, int64_t iters, bool in_place, int rounds, std::string* error) {
+  const bool paired = rounds > 0;
+  const int nr = paired ? static_cast<int>(std::min<int64_t>(rounds, iters)) : 1;
+  Timed out;
   launch(opts, [&](RankContext& ctx) {
     const int n = ctx.world;
     CollectiveBuffers b = make_collective_buffers(row, *ctx.device, n, ctx.rank, count, DType::f32,
@@ -76,17 +97,52 @@ double time_collective(const CollectiveRow& row, const LaunchOptions& opts, int6
     std::string e = row.check(ctx.rank, n, b);
     if (!e.empty() && ctx.rank == 0) *error = e;
     for (int i = 1; i < kWarmupCalls; ++i) row.run(*ctx.comm, b, false);
-    ctx.comm->barrier();
-    const double t0 = now_s();
-    for (int64_t i = 0; i < iters; ++i) row.run(*ctx.comm, b, false);
-    ctx.comm->barrier();
-    float t = static_cast<float>((now_s() - t0) / static_cast<double>(iters));
-    // Every MPI process reports rank 0's time, so all make the same decisions.
-    ctx.comm->broadcast(&t, 1, DType::f32, 0);
-    // Local ranks share per_call (rank 0 writes it); each MPI process has its own.
-    if (ctx.rank == 0 || opts.backend != "local") per_call = t;
+    Buffer src, dst;
+    if (paired) {
+      src = ctx.device->alloc(bytes, MemCategory::workspace);
+      dst = ctx.device->alloc(bytes, MemCategory::workspace);
+      std::memset(src.data(), 1 + ctx.rank, static_cast<size_t>(bytes));
+      for (int i = 0; i < kWarmupCalls; ++i)
+        std::memcpy(dst.data(), src.data(), static_cast<size_t>(bytes));
+    }
+    std::vector<float> t(2 * static_cast<size_t>(nr), 0.0f);  // collective, memcpy per round
+    for (int r = 0; r < nr; ++r) {
+      const int64_t calls = iters * (r + 1) / nr - iters * r / nr;
+      ctx.comm->barrier();
+      double t0 = now_s();
+      for (int64_t i = 0; i < calls; ++i) row.run(*ctx.comm, b, false);
+      ctx.comm->barrier();
+      t[2 * r] = static_cast<float>(now_s() - t0);
+      if (!paired) continue;
+      t0 = now_s();
+      for (int64_t i = 0; i < calls; ++i) {
+        std::memcpy(dst.data(), src.data(), static_cast<size_t>(bytes));
+        benchmark::ClobberMemory();
+      }
+      ctx.comm->barrier();
+      t[2 * r + 1] = static_cast<float>(now_s() - t0);
+    }
+    // Every MPI process reports rank 0's times, so all make the same decisions.
+    ctx.comm->broadcast(t.data(), static_cast<int64_t>(t.size()), DType::f32, 0);
+    // Local ranks share `out` (rank 0 writes it); each MPI process has its own.
+    if (ctx.rank == 0 || opts.backend != "local") {
+      double total = 0;
+      for (int r = 0; r < nr; ++r) {
+        out.calls.push_back(static_cast<double>(iters * (r + 1) / nr - iters * r / nr));
+        out.coll_s.push_back(t[2 * r]);
+        if (paired) out.memcpy_s.push_back(t[2 * r + 1]);
+        total += t[2 * r];
+      }
+      out.per_call = total / static_cast<double>(iters);
+    }
   });
-  return per_call;
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 == 1 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
 // The CommOp of a row of the collective table, by its name.
@@ -99,16 +155,30 @@ CommOp op_of(const CollectiveRow& row) {
 }
 
 void report(benchmark::State& state, const CollectiveRow& row, int64_t count, int64_t bytes, int n,
-            double per_call) {
-  for (auto _ : state) state.SetIterationTime(per_call);
-  const Bandwidth bw = collective_bandwidth(row, bytes, n, per_call);
+            const Timed& t) {
+  for (auto _ : state) state.SetIterationTime(t.per_call);
+  const Bandwidth bw = collective_bandwidth(row, bytes, n, t.per_call);
   using benchmark::Counter;
-  state.counters["time"] = Counter(per_call);
+  state.counters["time"] = Counter(t.per_call);
   state.counters["algbw"] = Counter(bw.algbw, Counter::kDefaults, Counter::OneK::kIs1024);
   state.counters["busbw"] = Counter(bw.busbw, Counter::kDefaults, Counter::OneK::kIs1024);
   state.counters["bytes"] = Counter(double(bytes), Counter::kDefaults, Counter::OneK::kIs1024);
   state.counters["sent"] = Counter(double(sent_bytes(op_of(row), count, DType::f32, n)),
                                    Counter::kDefaults, Counter::OneK::kIs1024);
+  if (t.memcpy_s.empty()) return;
+  // Per round: busbw over what each rank thread's memcpy of the same size reached just after.
+  std::vector<double> frac, copy_bw;
+  for (size_t r = 0; r < t.memcpy_s.size(); ++r) {
+    const double mem_bw = double(bytes) * t.calls[r] / t.memcpy_s[r];
+    copy_bw.push_back(mem_bw);
+    frac.push_back(collective_bandwidth(row, bytes, n, t.coll_s[r] / t.calls[r]).busbw / mem_bw);
+  }
+  state.counters["memcpy_rounds"] = Counter(double(t.memcpy_s.size()));
+  state.counters["memcpy_bw"] =
+      Counter(median(copy_bw), Counter::kDefaults, Counter::OneK::kIs1024);
+  state.counters["memcpy_frac"] = Counter(median(frac));
+  state.counters["memcpy_frac_min"] = Counter(*std::min_element(frac.begin(), frac.end()));
+  state.counters["memcpy_frac_max"] = Counter(*std::max_element(frac.begin(), frac.end()));
 }
 
 void bm_collective(benchmark::State& state, const CollectiveRow* row, bool mpi, bool in_place) {
@@ -129,13 +199,13 @@ void bm_collective(benchmark::State& state, const CollectiveRow* row, bool mpi, 
   const int64_t count = count_for_bytes(*row, bytes_wanted, n, DType::f32);
   const int64_t bytes = row->bytes(count, n, DType::f32);
   std::string error;
-  const double per_call =
-      time_collective(*row, opts, count, state.max_iterations, in_place, &error);
+  const Timed t = time_collective(*row, opts, count, bytes, state.max_iterations, in_place,
+                                  mpi ? 0 : g_memcpy_rounds, &error);
   if (!error.empty()) {
     state.SkipWithError(("wrong result: " + error).c_str());
     return;
   }
-  report(state, *row, count, bytes, n, per_call);
+  report(state, *row, count, bytes, n, t);
 }
 
 // The reference the local collectives are compared with, in the same process and on the same kind
@@ -317,18 +387,28 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &g_mpi_size);
   }
 #endif
-  // Only rank 0 writes --benchmark_out; --calls is ours.
+  // Only rank 0 writes --benchmark_out; --calls and --memcpy_rounds are ours.
+  auto whole = [](const char* arg, size_t prefix, long long hi, long long* out) {
+    char* end = nullptr;
+    const long long v = std::strtoll(arg + prefix, &end, 10);
+    if (end == arg + prefix || *end != '\0' || v < 0 || v > hi) {
+      std::fprintf(stderr, "bench_collectives: %s: want a whole number in [0, %lld]\n", arg, hi);
+      return false;
+    }
+    *out = v;
+    return true;
+  };
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
+    long long v = 0;
     if (std::strncmp(argv[i], "--calls=", 8) == 0) {
-      char* end = nullptr;
-      const long long v = std::strtoll(argv[i] + 8, &end, 10);
-      if (end == argv[i] + 8 || *end != '\0' || v < 0 || v > 1000000) {
-        std::fprintf(stderr, "bench_collectives: --calls=%s: want a whole number in [0, 1000000]\n",
-                     argv[i] + 8);
-        return 2;
-      }
+      if (!whole(argv[i], 8, 1000000, &v)) return 2;
       g_calls = v;
+      continue;
+    }
+    if (std::strncmp(argv[i], "--memcpy_rounds=", 16) == 0) {
+      if (!whole(argv[i], 16, 100, &v)) return 2;
+      g_memcpy_rounds = static_cast<int>(v);
       continue;
     }
     if (g_mpi_rank == 0 || std::strncmp(argv[i], "--benchmark_out", 15) != 0)
@@ -343,7 +423,12 @@ int main(int argc, char** argv) {
                                 "timed calls per benchmark, after 5 untimed ones (0: about "
                                 "256 MiB of buffer each, 10 to 1000 calls); more calls let a "
                                 "profiler see the collective rather than the setup and the "
-                                "check"}});
+                                "check"},
+                               {"--memcpy_rounds=0",
+                                "local backend: split the timed calls into this many rounds, each "
+                                "followed by as many memcpy calls of the same size by every rank "
+                                "thread at once; adds the counters memcpy_bw and memcpy_frac "
+                                "(busbw over it, the median round; _min, _max) (0: off)"}});
   if (g_mpi_rank == 0) {
     benchmark::RunSpecifiedBenchmarks();
   } else {

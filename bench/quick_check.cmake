@@ -109,7 +109,8 @@ if(NOT found EQUAL checked)
   message(FATAL_ERROR "bench.quick: train_step: ${found} benchmarks, expected ${checked}")
 endif()
 
-# ---- collectives: the table's four rows at 1 MiB and 64 MiB on 2 and 4 local ranks, memcpy
+# ---- collectives: the table's four rows at 1 MiB and 64 MiB on 2 and 4 local ranks, each with
+# its alternated memcpy; memcpy
 read_suite(collectives)
 foreach(op all_gather reduce_scatter all_reduce broadcast)
   foreach(bytes 1048576 67108864)
@@ -120,7 +121,9 @@ foreach(op all_gather reduce_scatter all_reduce broadcast)
       if(NOT k EQUAL 1)
         message(FATAL_ERROR "bench.quick: collectives: no ${op}/local/bytes:${bytes}/ranks:${n}")
       endif()
-      expect_benchmark(collectives "${match}" "time;algbw;busbw;bytes" time algbw busbw bytes)
+      # run_bench.sh quick passes --memcpy_rounds: each row carries its paired memcpy reference
+      expect_benchmark(collectives "${match}" "time;algbw;busbw;bytes;memcpy_bw;memcpy_frac"
+                       time algbw busbw bytes memcpy_bw memcpy_frac)
     endforeach()
   endforeach()
 endforeach()

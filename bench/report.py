@@ -333,8 +333,25 @@ def memory_at(idx, n, out_dir):
 
 # ---- collectives -------------------------------------------------------------------------------
 
+def bytes_bound(op, in_place, n):
+    """The most busbw / memcpy a local collective can reach by the bytes each rank thread reads
+    and writes, counting a read and a write alike (docs/collectives.md, "Local collectives against
+    memory bandwidth"): memcpy of the size S reads S and writes S; an out-of-place all_gather
+    does the same (its own block too), an in-place one (N-1)/N of it; a reduce_scatter reads S
+    and writes S/N; an all_reduce reads S and writes S, as each rank thread's share of the
+    pieces."""
+    bus = 2.0 * (n - 1) / n if op == "all_reduce" else (n - 1.0) / n
+    traffic = {"all_gather": (n - 1.0) / n if in_place else 1.0,
+               "reduce_scatter": (1.0 + 1.0 / n) / 2.0,
+               "all_reduce": 1.0}[op]
+    return bus / traffic
+
+
 def collectives_section(rows, out_dir):
     busbw = defaultdict(dict)  # (op, backend, ranks) -> {bytes: busbw}
+    # (op, backend, ranks) -> {bytes: (median, min, max)} of busbw over the memcpy that alternated
+    # with it in the same run (bench_collectives --memcpy_rounds)
+    paired = defaultdict(dict)
     memcpy = {}
     memcpy_ranks = {}  # (bytes, ranks) -> what each of N rank threads copies per second at once
     for r in rows:
@@ -345,6 +362,9 @@ def collectives_section(rows, out_dir):
             memcpy[a.get("threads", 1)] = b["bw"]
         elif len(f) >= 2 and f[0] in COLLECTIVES:
             busbw[(f[0], f[1], a["ranks"])][int(b["bytes"])] = b["busbw"]
+            if "memcpy_frac" in b:
+                paired[(f[0], f[1], a["ranks"])][int(b["bytes"])] = (
+                    b["memcpy_frac"], b["memcpy_frac_min"], b["memcpy_frac_max"])
     if not busbw:
         return "", ""
     files = []
@@ -386,15 +406,37 @@ def collectives_section(rows, out_dir):
     for f in files:
         md.append("![%s](%s)\n" % (f, f))
 
-    if memcpy_ranks:
+    ratio_sizes = [int(x * MIB) for x in (4, 16, 64, 256)]
+    if paired:
+        # Each collective against the memcpy that alternated with it, round by round.
+        ratio_rows = []
+        for (o, bk, n) in keys:
+            if bk not in ("local", "local_in_place") or o == "broadcast":
+                continue
+            cells = [o, "in place" if bk == "local_in_place" else "out of place", n,
+                     "%.2f" % bytes_bound(o, bk == "local_in_place", n)]
+            for s in ratio_sizes:
+                v = paired[(o, bk, n)].get(s)
+                cells.append("%.2f (%.2f-%.2f)" % v if v else "-")
+            ratio_rows.append(cells)
+        md.append("Local busbw against memcpy by the same N rank threads, each copying the "
+                  "collective's size at the same time, alternated with the collective in the "
+                  "same run (`--memcpy_rounds`: the median round, lowest and highest in "
+                  "parentheses). The bound is what the bytes each rank thread reads and writes "
+                  "allow when a read and a write cost the same (docs/collectives.md, \"Local "
+                  "collectives against memory bandwidth\"); from DRAM, writes cost more than "
+                  "reads here and the reductions write with non-temporal stores, so a reduction "
+                  "can pass its bound:\n")
+        md.append(table(["collective", "form", "N", "bound", "4 MiB", "16 MiB", "64 MiB",
+                         "256 MiB"], ratio_rows))
+    elif memcpy_ranks:
         # The fair reference: the same N rank threads each copying the collective's size at once.
         ratio_rows = []
         for (o, bk, n) in keys:
             if bk not in ("local", "local_in_place") or o == "broadcast":
                 continue
             cells = [o, "in place" if bk == "local_in_place" else "out of place", n]
-            for s in (4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB):
-                s = int(s)
+            for s in ratio_sizes:
                 m = memcpy_ranks.get((s, n))
                 v = busbw[(o, bk, n)].get(s)
                 cells.append("%.2f" % (v / m) if m and v else "-")
@@ -412,7 +454,9 @@ def collectives_section(rows, out_dir):
         if abs(s - target) > target // 4:
             continue
         v = busbw[(o, bk, n)][s]
-        if bk in ("local", "local_in_place") and (s, n) in memcpy_ranks:
+        if s in paired.get((o, bk, n), {}):
+            rel = " (%.2f x memcpy of %d threads, alternated)" % (paired[(o, bk, n)][s][0], n)
+        elif bk in ("local", "local_in_place") and (s, n) in memcpy_ranks:
             rel = " (%.2f x memcpy of %d threads)" % (v / memcpy_ranks[(s, n)], n)
         elif 1 in memcpy:
             rel = " (%.2f x memcpy 1 thread)" % (v / memcpy[1])
@@ -672,8 +716,9 @@ def main():
                                              log.get("git", "?")) +
           "- Load average (1, 5, 15 min) before / after each suite: " + "; ".join(
               "%s %s / %s" % (s, log["load_before"].get(s, "?"), log["load_after"].get(s, "?"))
-              for s, _ in log["commands"]) + ". A load above the core count means other "
-          "processes shared the cores: times are then inflated and noisy.\n" +
+              for s, _ in log["commands"]) + ". The suites' own rank threads count in it (up "
+          "to 8 on the cores), so the load before the first suite says whether other processes "
+          "shared the host; where they did, times are inflated and noisy.\n" +
           "- Commands, in order:\n\n```\n" + "\n".join(c for _, c in log["commands"]) +
           "\n/usr/bin/python3 bench/report.py %s %s\n```\n" % (data_dir, out_dir)]
 

@@ -22,7 +22,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 case "$mode" in
   default)
     train_args=(--presets=tiny,small --ranks=1,2,4,8 --benchmark_min_time=0.5)
-    coll_args=(--benchmark_filter='/local/|/local_in_place/|memcpy')
+    coll_args=(--benchmark_filter='/local/|/local_in_place/|memcpy' --memcpy_rounds=5)
     cap_args=(--ranks=1,2,4,8 --limit_mib=64 --width=256)
     # The wrap-policy sweep of docs/fsdp.md: full_shard, N = 4, small and medium.
     wrap_args=(--benchmark_min_time=1 --benchmark_repetitions=3
@@ -30,7 +30,7 @@ case "$mode" in
     ;;
   quick)
     train_args=(--presets=tiny --ranks=1,2,4 --benchmark_min_time=0.01 --ceiling_size=256)
-    coll_args=('--benchmark_filter=/local/bytes:(1048576|67108864)/|memcpy')
+    coll_args=('--benchmark_filter=/local/bytes:(1048576|67108864)/|memcpy' --memcpy_rounds=3)
     cap_args=(--ranks=1,2,4 --limit_mib=16 --width=128)
     wrap_args=(--presets=tiny --wraps=block,whole,layer --ranks=2 --benchmark_min_time=0.01)
     ;;
