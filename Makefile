@@ -5,6 +5,18 @@ BUILD   ?= build
 PRESET  ?= cpu
 SHARDLAB = $(BUILD)/bin/shardlab
 
+# OpenBLAS picks its kernels for the CPU when it loads. Debian 12's 0.3.21 gives AMD Zen 4 its
+# AVX-512 ones (core "Cooperlake"), tuned for Intel's 512-bit units; Zen 4 runs a 512-bit
+# instruction as two 256-bit halves, and there OpenBLAS's AVX2 ("Haswell") sgemm is about 5%
+# faster and a training step about 3% (docs/bench/perf-notes.md, "Seventh pass"). So on Zen 4
+# (AuthenticAMD, family 25, AVX-512) every target runs with OPENBLAS_CORETYPE=Haswell, unless the
+# variable is already set: a value of your own wins.
+ifeq ($(origin OPENBLAS_CORETYPE),undefined)
+  ifneq ($(shell grep -qm1 AuthenticAMD /proc/cpuinfo 2>/dev/null && grep -qm1 '^cpu family[[:space:]]*: 25$$' /proc/cpuinfo && grep -qm1 avx512f /proc/cpuinfo && echo zen4),)
+    export OPENBLAS_CORETYPE := Haswell
+  endif
+endif
+
 .PHONY: all deps configure build demo test cuda cuda-test clean help test-asan test-tsan
 
 all: build

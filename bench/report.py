@@ -11,6 +11,7 @@ and the plots. Needs matplotlib (Debian's python3-matplotlib, hence /usr/bin/pyt
 """
 import json
 import os
+import statistics
 import sys
 from collections import defaultdict
 
@@ -642,10 +643,44 @@ def peers_tables(rows):
     return "\n".join(md), hl
 
 
+def repetition_steps(path, prefix):
+    """The median step (ms) of each repetition of the runs whose name starts with `prefix`, in
+    the order they ran (the repetitions of run_peers.py are written in order)."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        benches = json.load(f).get("benchmarks", [])
+    return [b["step_ms_median"] for b in benches
+            if b.get("run_type") != "aggregate" and not b.get("error_occurred")
+            and b.get("run_name", b["name"]).startswith(prefix) and b.get("step_ms_median")]
+
+
+def paired_fsdp2_ratios(data_dir):
+    """Per repetition, FSDP2's median step over ShardLab local full_shard's: the two runs of one
+    repetition are minutes apart, so a host whose speed drifts between repetitions moves both.
+    Against the FSDP2 model with the shorter median step. (ratios, the peer's name) or ([], "")."""
+    ours = repetition_steps(os.path.join(data_dir, "peers_shardlab.json"),
+                            "train_step/local/full_shard/")
+    best, theirs = "", []
+    for impl in ("torch_plain", "torch_hf"):
+        t = repetition_steps(os.path.join(data_dir, "peers_torch.json"), "peer/%s/fsdp2/" % impl)
+        if t and (not theirs or statistics.median(t) < statistics.median(theirs)):
+            best, theirs = impl, t
+    if not ours or len(ours) != len(theirs):
+        return [], ""
+    return [p / o for o, p in zip(ours, theirs)], IMPL_NAMES.get(best, best)
+
+
 def peers_section(rows, log, data_dir, out_dir):
     md, hl = peers_tables(rows)
     if not md:
         return "", ""
+    ratios, peer = paired_fsdp2_ratios(data_dir)
+    if len(ratios) > 1:
+        md += ("\n\nThe FSDP2 ratio repetition by repetition (local full_shard against FSDP2, %s; "
+               "each repetition runs both within minutes, so the host's drift between "
+               "repetitions moves both): %s; their median %.2f.\n" % (
+                   peer, ", ".join("%.2f" % r for r in ratios), statistics.median(ratios)))
     intro = (
         "`make bench-peers` (bench/peers/run_peers.py) trains the same GPT with PyTorch DDP and "
         "FSDP2 (%s) beside ShardLab's bench_train_step, and writes "
@@ -670,6 +705,8 @@ def peers_section(rows, log, data_dir, out_dir):
     run = ("- Date (UTC): %s; commit %s; %s, %s cores\n" % (
         log.get("date", "?"), log.get("git", "?"), log.get("machine_cpu", "?"),
         log.get("machine_cores", "?")) +
+        ("- OpenBLAS kernels (ShardLab's): %s\n" % log["blas_core"]
+         if log.get("blas_core") else "") +
         "- Load average (1, 5, 15 min) before / after each run: %s\n" % loads +
         "- Commands, in order:\n\n```\n" + "\n".join(c for _, c in log["commands"]) +
         "\n/usr/bin/python3 bench/report.py %s %s\n```\n" % (data_dir, out_dir))
@@ -712,6 +749,7 @@ def main():
           "## Machine and run\n",
           "- CPU: %s, %s cores; memory %s\n" % (log.get("machine_cpu", "unknown"),
                                                 log.get("machine_cores", "?"), mem_txt) +
+          ("- OpenBLAS kernels: %s\n" % log["blas_core"] if log.get("blas_core") else "") +
           "- Date (UTC): %s; commit %s\n" % (log.get("date", train_ctx.get("date", "?")),
                                              log.get("git", "?")) +
           "- Load average (1, 5, 15 min) before / after each suite: " + "; ".join(

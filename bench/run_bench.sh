@@ -66,6 +66,10 @@ log="$data/run.log"
 
 # One BLAS thread per rank: the binaries set it too; the variable covers OpenBLAS's start-up.
 export OPENBLAS_NUM_THREADS=1
+# The environment a command line needs to run again as it ran here: OPENBLAS_CORETYPE when set
+# (the Makefile sets it on AMD Zen 4).
+blas_env="OPENBLAS_NUM_THREADS=1${OPENBLAS_CORETYPE:+ OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE}"
+echo "blas_core $(OPENBLAS_VERBOSE=2 "$bin/bench_train_step" --help 2>&1 | sed -n 's/^Core: *//p' | head -n 1)${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)}" >> "$log"
 
 # The command as one line a shell can run again: arguments with special characters single-quoted.
 quoted() {
@@ -84,7 +88,7 @@ run_suite() {
   local json="$data/$name.json"
   local cmd=("$@" --benchmark_out_format=json "--benchmark_out=$json")
   echo "load_before $name $(cut -d' ' -f1-3 /proc/loadavg)" >> "$log"
-  echo "command $name OPENBLAS_NUM_THREADS=1 $(quoted "${cmd[@]}")" >> "$log"
+  echo "command $name $blas_env $(quoted "${cmd[@]}")" >> "$log"
   echo "== $(quoted "${cmd[@]}")"
   "${cmd[@]}"
   echo "load_after $name $(cut -d' ' -f1-3 /proc/loadavg)" >> "$log"

@@ -435,7 +435,8 @@ def netns_mpirun(work, agent, per_node, nodes=2):
             "--mca", "plm_rsh_agent", agent, "--mca", "btl", "self,tcp",
             "--mca", "btl_tcp_if_include", "10.99.7.0/24",
             "--mca", "oob_tcp_if_include", "10.99.7.0/24",
-            "-x", "OPENBLAS_NUM_THREADS=1"]
+            "-x", "OPENBLAS_NUM_THREADS=1"] + (
+                ["-x", "OPENBLAS_CORETYPE"] if os.environ.get("OPENBLAS_CORETYPE") else [])
 
 
 def netns_configs():

@@ -99,7 +99,9 @@ def run(cmd, log=None, tag=None, env=None):
     print("== " + line, flush=True)
     if log:
         log.line("load_before", "%s %s" % (tag, load_avg()))
-        log.line("command", "%s OPENBLAS_NUM_THREADS=1 %s" % (tag, line))
+        coretype = os.environ.get("OPENBLAS_CORETYPE")
+        log.line("command", "%s OPENBLAS_NUM_THREADS=1 %s%s" % (
+            tag, "OPENBLAS_CORETYPE=%s " % coretype if coretype else "", line))
     e = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", **(env or {}))
     r = subprocess.run(cmd, env=e)
     if log:
@@ -193,6 +195,15 @@ def main():
     log.line("date", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     log.line("machine_cpu", model[0] if model else "unknown")
     log.line("machine_cores", str(os.cpu_count()))
+    # The kernels OpenBLAS picked for ShardLab's binaries (OPENBLAS_CORETYPE: the Makefile's choice
+    # on AMD Zen 4, or yours).
+    said = subprocess.run([bench, "--help"], capture_output=True, text=True,
+                          env=dict(os.environ, OPENBLAS_VERBOSE="2"))
+    said = said.stdout + said.stderr
+    core = [ln.split(":", 1)[1].strip() for ln in said.splitlines() if ln.startswith("Core:")]
+    coretype = os.environ.get("OPENBLAS_CORETYPE")
+    log.line("blas_core", (core[0] if core else "unknown") +
+             (" (OPENBLAS_CORETYPE=%s)" % coretype if coretype else ""))
     log.line("git", git)
     log.line("versions", versions(py))
     log.line("shape", "preset %s, %d ranks, %d x %d tokens per rank, %d warm-up + %d timed steps; "
