@@ -87,6 +87,8 @@ Timed time_collective(const CollectiveRow& row, const LaunchOptions& opts, int64
                       int64_t bytes, int64_t iters, bool in_place, int rounds, std::string* error) {
   const bool paired = rounds > 0;
   const int nr = paired ? static_cast<int>(std::min<int64_t>(rounds, iters)) : 1;
+  std::vector<int64_t> calls(nr);  // the timed calls, as evenly split into rounds as they go
+  for (int r = 0; r < nr; ++r) calls[r] = iters * (r + 1) / nr - iters * r / nr;
   Timed out;
   launch(opts, [&](RankContext& ctx) {
     const int n = ctx.world;
@@ -107,15 +109,14 @@ Timed time_collective(const CollectiveRow& row, const LaunchOptions& opts, int64
     }
     std::vector<float> t(2 * static_cast<size_t>(nr), 0.0f);  // collective, memcpy per round
     for (int r = 0; r < nr; ++r) {
-      const int64_t calls = iters * (r + 1) / nr - iters * r / nr;
       ctx.comm->barrier();
       double t0 = now_s();
-      for (int64_t i = 0; i < calls; ++i) row.run(*ctx.comm, b, false);
+      for (int64_t i = 0; i < calls[r]; ++i) row.run(*ctx.comm, b, false);
       ctx.comm->barrier();
       t[2 * r] = static_cast<float>(now_s() - t0);
       if (!paired) continue;
       t0 = now_s();
-      for (int64_t i = 0; i < calls; ++i) {
+      for (int64_t i = 0; i < calls[r]; ++i) {
         std::memcpy(dst.data(), src.data(), static_cast<size_t>(bytes));
         benchmark::ClobberMemory();
       }
@@ -128,7 +129,7 @@ Timed time_collective(const CollectiveRow& row, const LaunchOptions& opts, int64
     if (ctx.rank == 0 || opts.backend != "local") {
       double total = 0;
       for (int r = 0; r < nr; ++r) {
-        out.calls.push_back(static_cast<double>(iters * (r + 1) / nr - iters * r / nr));
+        out.calls.push_back(static_cast<double>(calls[r]));
         out.coll_s.push_back(t[2 * r]);
         if (paired) out.memcpy_s.push_back(t[2 * r + 1]);
         total += t[2 * r];
