@@ -98,7 +98,7 @@ bench-quick: build
 	bash bench/run_bench.sh quick $(BUILD)/bin $(BUILD)/bench-quick
 
 # make bench-peers  PyTorch DDP and FSDP2 (gloo, one process per rank) beside ShardLab local and MPI
-#                   at small, N = 2, 4 x 128 tokens per rank, 3 repetitions -> docs/bench/ (about
+#                   at small, N = 2, 4 x 128 tokens per rank, 5 repetitions -> docs/bench/ (about
 #                   5 min). Not part of `make test`: the first run installs PyTorch from PyPI into
 #                   $(BUILD)/peers-venv (about 6 GB), later runs reuse it. PEERS_ARGS="--help" lists
 #                   the options (shapes, steps, repetitions).

@@ -51,7 +51,8 @@ def parse_args(argv):
     p.add_argument("--seq", type=int, default=128, help="T")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps before the timed ones")
     p.add_argument("--steps", type=int, default=20, help="timed steps per run")
-    p.add_argument("--repetitions", type=int, default=3)
+    p.add_argument("--repetitions", type=int, default=5,
+                   help="rounds of every run, alternated; report.md gives the FSDP2 ratio of each")
     p.add_argument("--check-steps", type=int, default=5, help="first losses compared")
     p.add_argument("--impls", default="plain,hf",
                    help="PyTorch models: plain (GPT-2 in plain torch), hf (transformers)")
