@@ -15,10 +15,14 @@
 // other processes sharing the machine do not inflate the figures (wall time is reported too).
 //
 // BM_StepGemms runs only the GEMMs of a step, at the model's own shapes: the ceiling at those
-// shapes, which small GEMMs keep below the 2048^3 rate (docs/bench/perf-notes.md).
+// shapes, which small GEMMs keep below the 2048^3 rate (docs/bench/perf-notes.md). BM_FmaPeak is
+// the core's own ceiling: fused multiply-adds with no memory traffic at all, 256 and 512 bits wide,
+// which no GEMM reaches (packing, loads, the edges of small matrices).
 //
 //   build/bin/bench_model --benchmark_min_time=1
 #include <benchmark/benchmark.h>
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <random>
@@ -90,6 +94,53 @@ void BM_Sgemm(benchmark::State& state) {
   }
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * n * n * static_cast<double>(n),
                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The core's fp32 FMA rate: 12 independent chains acc = acc * b + c (more than the FMA units'
+// latency times their count on current x86 cores, so the chains never wait on each other), no
+// loads or stores in the loop. The empty asm keeps every accumulator live and in a register.
+#define SL_FMA_PEAK_LOOP(V, SET1, FMADD)                                                           \
+  V a0 = SET1(seed), a1 = SET1(seed + 1), a2 = SET1(seed + 2), a3 = SET1(seed + 3);                \
+  V a4 = SET1(seed + 4), a5 = SET1(seed + 5), a6 = SET1(seed + 6), a7 = SET1(seed + 7);            \
+  V a8 = SET1(seed + 8), a9 = SET1(seed + 9), a10 = SET1(seed + 10), a11 = SET1(seed + 11);        \
+  const V b = SET1(0.999999f), c = SET1(1e-7f);                                                    \
+  for (int64_t i = 0; i < iters; ++i) {                                                            \
+    a0 = FMADD(a0, b, c), a1 = FMADD(a1, b, c), a2 = FMADD(a2, b, c);                              \
+    a3 = FMADD(a3, b, c), a4 = FMADD(a4, b, c), a5 = FMADD(a5, b, c);                              \
+    a6 = FMADD(a6, b, c), a7 = FMADD(a7, b, c), a8 = FMADD(a8, b, c);                              \
+    a9 = FMADD(a9, b, c), a10 = FMADD(a10, b, c), a11 = FMADD(a11, b, c);                          \
+    asm volatile(""                                                                                \
+                 : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7), \
+                   "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));                                      \
+  }                                                                                                \
+  V s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;                               \
+  return s[0];
+
+__attribute__((target("avx2,fma"))) float fma_chains_256(int64_t iters, float seed) {
+  SL_FMA_PEAK_LOOP(__m256, _mm256_set1_ps, _mm256_fmadd_ps)
+}
+__attribute__((target("avx512f"))) float fma_chains_512(int64_t iters, float seed) {
+  SL_FMA_PEAK_LOOP(__m512, _mm512_set1_ps, _mm512_fmadd_ps)
+}
+#undef SL_FMA_PEAK_LOOP
+
+void BM_FmaPeak(benchmark::State& state) {
+  const int bits = static_cast<int>(state.range(0));
+  const bool ok = bits == 256 ? __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                              : __builtin_cpu_supports("avx512f");
+  if (!ok) {
+    state.SkipWithError(bits == 256 ? "this CPU has no AVX2 FMA" : "this CPU has no AVX-512F");
+    return;
+  }
+  constexpr int64_t kIters = 1 << 22;  // ~25 ms at 100 GFLOP/s
+  float sink = 0;
+  for (auto _ : state) {
+    sink += bits == 256 ? fma_chains_256(kIters, 1.0f) : fma_chains_512(kIters, 1.0f);
+  }
+  benchmark::DoNotOptimize(sink);
+  const double flops = 12.0 * kIters * (bits / 32) * 2;  // 12 chains, lanes, multiply + add
+  state.counters["FLOP/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // The GEMMs alone of one training step of a preset: every Device::gemm and gemm_batched call
@@ -210,6 +261,7 @@ BENCHMARK_CAPTURE(BM_TrainStep, small, "small")
     ->Args({8, 256})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Sgemm)->ArgNames({"n"})->Arg(2048)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FmaPeak)->ArgNames({"bits"})->Arg(256)->Arg(512)->Unit(benchmark::kMillisecond);
 
 // BENCHMARK_MAIN(), with bench/flags.hpp's --help and library notice.
 int main(int argc, char** argv) {
