@@ -276,7 +276,8 @@ BENCHMARK(BM_FmaPeak)->ArgNames({"bits"})->Arg(256)->Arg(512)->Unit(benchmark::k
 int main(int argc, char** argv) {
   shardlab::bench::initialize(&argc, argv, "bench_model",
                               "one rank's training step of a preset against OpenBLAS sgemm "
-                              "2048^3 (model FLOP/s)");
+                              "2048^3 and the core's FMA peak (model FLOP/s); the step's GEMMs "
+                              "alone (BM_StepGemms)");
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
