@@ -707,6 +707,9 @@ def peers_section(rows, log, data_dir, out_dir):
         log.get("machine_cores", "?")) +
         ("- OpenBLAS kernels (ShardLab's): %s\n" % log["blas_core"]
          if log.get("blas_core") else "") +
+        ("- Ranks bound to CPUs: %s\n" % log["bind"] if log.get("bind") else
+         "- Ranks bound to CPUs: not recorded (PyTorch's processes were left to the scheduler "
+         "before run_peers.py --bind)\n") +
         "- Load average (1, 5, 15 min) before / after each run: %s\n" % loads +
         "- Commands, in order:\n\n```\n" + "\n".join(c for _, c in log["commands"]) +
         "\n/usr/bin/python3 bench/report.py %s %s\n```\n" % (data_dir, out_dir))

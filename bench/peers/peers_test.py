@@ -9,6 +9,8 @@
   peer and the targets marked met / NOT met;
 - torch_peer.py's SplitMix64 against the published outputs of SplitMix64 from seed 0, and its
   llm.c token-file reader refusing a file that is not one;
+- torch_peer.py's --bind: its default from SHARDLAB_BIND_TO, and a rank on the CPU
+  plan_core_binding would give it (only with 2 or more ranks that fit);
 - both scripts' --help without PyTorch, and run_peers.py refusing a missing binary (exit 2).
 Nothing here measures time.
 """
@@ -71,7 +73,8 @@ def test_report(work):
     with open(os.path.join(data, "peers.log"), "w") as f:
         f.write("date 2026-01-01T00:00:00Z\nversions torch X\nshape canned\n"
                 "load_before torch_plain_ddp_0 0.10 0.20 0.30\ncommand torch_plain_ddp_0 x\n"
-                "load_after torch_plain_ddp_0 0.40 0.50 0.60\n")
+                "load_after torch_plain_ddp_0 0.40 0.50 0.60\n"
+                "bind core (canned)\n")
     r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench", "report.py"), data, work],
                        capture_output=True, text=True)
     expect(r.returncode == 0, "report.py on canned peers JSON: exit %d\n%s" % (r.returncode,
@@ -93,6 +96,33 @@ def test_report(work):
            "no_shard's ratios, targets not met marked so")
     expect("5 steps, max diff 2.0e-07" in md, "the loss check's column")
     expect("torch_plain_ddp_0 0.10 0.20 0.30 / 0.40 0.50 0.60" in md, "the load around a run")
+    expect("- Ranks bound to CPUs: core (canned)" in md, "the binding of the run")
+
+
+def test_bind():
+    # The default follows SHARDLAB_BIND_TO, which turns ShardLab's own binding off too.
+    old = os.environ.pop("SHARDLAB_BIND_TO", None)
+    try:
+        expect(torch_peer.default_bind() == "core", "--bind defaults to core")
+        os.environ["SHARDLAB_BIND_TO"] = "none"
+        expect(torch_peer.default_bind() == "none", "SHARDLAB_BIND_TO=none makes it none")
+    finally:
+        os.environ.pop("SHARDLAB_BIND_TO", None)
+        if old is not None:
+            os.environ["SHARDLAB_BIND_TO"] = old
+    mask = os.sched_getaffinity(0)
+    expect(torch_peer.bind_rank(0, 2, "none") is None, "--bind none binds nothing")
+    expect(torch_peer.bind_rank(0, 1, "core") is None, "one rank is never bound")
+    expect(torch_peer.bind_rank(0, len(mask) + 1, "core") is None,
+           "ranks that do not fit on the CPUs are not bound")
+    expect(os.sched_getaffinity(0) == mask, "nothing bound so far")
+    if len(mask) >= 2:
+        try:
+            cpu = torch_peer.bind_rank(1, 2, "core")
+            expect(cpu == sorted(mask)[1] and os.sched_getaffinity(0) == {cpu},
+                   "rank 1 of 2 on the second allowed CPU, as plan_core_binding puts it")
+        finally:
+            os.sched_setaffinity(0, mask)
 
 
 def test_torch_peer_pure_parts(work):
@@ -150,6 +180,7 @@ def main():
     test_medians()
     test_report(work)
     test_torch_peer_pure_parts(work)
+    test_bind()
     test_help(work)
     print("bench.peers: %s" % ("%d failures" % len(FAILURES) if FAILURES else "all checks pass"))
     return 1 if FAILURES else 0

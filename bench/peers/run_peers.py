@@ -31,6 +31,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+
+import torch_peer  # noqa: E402 (its module level needs no torch: default_bind)
 STRATEGIES = [("no_shard", "ddp"), ("full_shard", "fsdp2")]  # ShardLab's and the peer's names
 # FSDP2 leaves its root unsharded after the forward (its backward starts at once): ShardLab's
 # --keep-root. bench_train_step's --keep_root=1 applies it only where a strategy gathers per unit.
@@ -58,6 +60,11 @@ def parse_args(argv):
                    help="PyTorch models: plain (GPT-2 in plain torch), hf (transformers)")
     p.add_argument("--adamw", default="default", choices=["default", "foreach", "fused"],
                    help="PyTorch's AdamW implementation (torch_peer.py --adamw)")
+    p.add_argument("--bind", default=torch_peer.default_bind(), choices=["core", "none"],
+                   help="core: every rank on a CPU of its own on both sides (ShardLab's default, "
+                        "mpirun --bind-to core, torch_peer.py --bind core); none: every rank left "
+                        "to the scheduler (SHARDLAB_BIND_TO=none, --bind-to none) (default: core, "
+                        "or none when SHARDLAB_BIND_TO=none)")
     p.add_argument("--no-mpi", action="store_true", help="skip ShardLab's MPI rows")
     p.add_argument("--no-report", action="store_true", help="only run and write the JSON")
     a = p.parse_args(argv)
@@ -239,6 +246,11 @@ def main():
                                "--oversubscribe --mca btl self,vader").split()
     if os.getuid() == 0:
         mpi_flags.append("--allow-run-as-root")
+    # Every rank on a CPU of its own on all three sides, or none of them (--bind).
+    mpi_flags += ["--bind-to", a.bind]
+    sl_env = {"SHARDLAB_BIND_TO": a.bind}
+    log.line("bind", "%s (ShardLab local SHARDLAB_BIND_TO=%s, mpirun --bind-to %s, torch_peer.py "
+             "--bind %s)" % (a.bind, a.bind, a.bind, a.bind))
     mpi = not a.no_mpi and subprocess.run(["which", "mpirun"], capture_output=True).returncode == 0
     if not mpi:
         log.line("note", "ShardLab MPI rows skipped (%s)"
@@ -252,7 +264,7 @@ def main():
             out = os.path.join(a.work, "shardlab_local_%s_%d.json" % (s, rep))
             run([bench] + shape + ["--steps=%d" % a.steps, filt % "local",
                                    "--benchmark_out_format=json", "--benchmark_out=" + out],
-                log, "shardlab_local_%s_%d" % (s, rep))
+                log, "shardlab_local_%s_%d" % (s, rep), env=sl_env)
             sl_files.append((rep, out))
             if mpi:
                 out = os.path.join(a.work, "shardlab_mpi_%s_%d.json" % (s, rep))
@@ -266,7 +278,8 @@ def main():
                      tokens, "--strategy", peer, "--impl", impl, "--preset", a.preset,
                      "--ranks", str(a.ranks), "--batch", str(a.batch), "--seq", str(a.seq),
                      "--warmup", str(a.warmup), "--steps", str(a.steps), "--check", checks[s],
-                     "--check-steps", str(a.check_steps), "--adamw", a.adamw, "--out", out],
+                     "--check-steps", str(a.check_steps), "--adamw", a.adamw, "--bind", a.bind,
+                     "--out", out],
                     log, "torch_%s_%s_%d" % (impl, peer, rep))
                 torch_files.append((rep, out))
 
