@@ -33,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 import torch_peer  # noqa: E402 (its module level needs no torch: default_bind)
+
 STRATEGIES = [("no_shard", "ddp"), ("full_shard", "fsdp2")]  # ShardLab's and the peer's names
 # FSDP2 leaves its root unsharded after the forward (its backward starts at once): ShardLab's
 # --keep-root. bench_train_step's --keep_root=1 applies it only where a strategy gathers per unit.
@@ -108,8 +109,9 @@ def run(cmd, log=None, tag=None, env=None):
     if log:
         log.line("load_before", "%s %s" % (tag, load_avg()))
         coretype = os.environ.get("OPENBLAS_CORETYPE")
-        log.line("command", "%s OPENBLAS_NUM_THREADS=1 %s%s" % (
-            tag, "OPENBLAS_CORETYPE=%s " % coretype if coretype else "", line))
+        log.line("command", "%s OPENBLAS_NUM_THREADS=1 %s%s%s" % (
+            tag, "OPENBLAS_CORETYPE=%s " % coretype if coretype else "",
+            "".join("%s=%s " % kv for kv in sorted((env or {}).items())), line))
     e = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", **(env or {}))
     r = subprocess.run(cmd, env=e)
     if log:

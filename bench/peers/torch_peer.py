@@ -20,7 +20,7 @@ in RUN_DIR recorded on the same rank (rank<r>.jsonl) within --tol, or the run fa
 Each rank's process runs on a CPU of its own (--bind core, the default: CPU r of the ones this
 process may use, when 2 or more ranks fit), as ShardLab binds its local ranks' threads and mpirun
 its MPI processes; --bind none (or SHARDLAB_BIND_TO=none) leaves them to the scheduler, as torchrun
-does. Unbound, FSDP2's step here was 3 to 10% longer.
+does. Unbound, FSDP2's step here was 3 to 11% longer.
 
 Timing as bench_train_step: --warmup untimed steps, then --steps steps, each started on every rank
 together (a barrier) and lasting until the slowest rank has finished it (the max over ranks); the
