@@ -12,6 +12,7 @@
 #include "core/checkpoint/gpt_checkpoint.hpp"
 #include "core/checkpoint/hf_config.hpp"
 #include "core/model/config.hpp"
+#include "core/model/params.hpp"
 
 using namespace shardlab;
 
@@ -210,4 +211,11 @@ TEST(HfConfig, CheckpointJsonRoundTrips) {
   }
   GPTConfig c = read_hf_config(config_path("llama3.1-8b.json"));
   EXPECT_EQ(gpt_config_from_json(gpt_config_json(c), "3.1"), c);
+}
+
+// Until the engine builds the Llama family, a Llama shape must not become GPT-2 units silently.
+TEST(LlamaConfig, GptUnitsRefuseALlamaShape) {
+  const std::string m =
+      error_of<InvalidArgument>([] { unit_layout(GPTConfig::preset("llama-tiny"), 0); });
+  EXPECT_NE(m.find("Llama-family shape"), std::string::npos) << m;
 }
