@@ -38,8 +38,8 @@ bool ignorable_key(const std::string& key) {
          ends_with(k, ".rotary_emb.inv_freq");
 }
 
-constexpr const char* kSingleFile = "model.safetensors";
-constexpr const char* kIndexFile = "model.safetensors.index.json";
+constexpr const char* kHfSingleFile = "model.safetensors";
+constexpr const char* kHfIndexFile = "model.safetensors.index.json";
 
 }  // namespace
 
@@ -68,11 +68,11 @@ HfTensors::HfTensors(const std::string& path) : path_(path) {
     files_.push_back(std::make_unique<SafetensorsFile>(path));
     return;
   }
-  const std::string index = join_path(path, kIndexFile);
+  const std::string index = join_path(path, kHfIndexFile);
   if (!path_exists(index)) {
-    const std::string single = join_path(path, kSingleFile);
+    const std::string single = join_path(path, kHfSingleFile);
     if (!path_exists(single))
-      SL_THROW(IoError, path, ": holds neither ", kSingleFile, " nor ", kIndexFile,
+      SL_THROW(IoError, path, ": holds neither ", kHfSingleFile, " nor ", kHfIndexFile,
                " (a Hugging Face save_pretrained directory has one)");
     files_.push_back(std::make_unique<SafetensorsFile>(single));
     return;
