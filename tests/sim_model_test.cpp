@@ -626,8 +626,8 @@ TEST(SimComm, HybridGroupsKnowWhetherTheyStayInsideANode) {
   EXPECT_FALSE(across.intra_node());
   EXPECT_EQ(time_of(*shard), collective_ns(*spec, node1, CommOp::all_gather, 8 * count * 4));
   EXPECT_EQ(time_of(*replica), collective_ns(*spec, across, CommOp::all_gather, 4 * count * 4));
-  EXPECT_THROW(world->split(1, 10), InvalidArgument);                    // members unknown
-  EXPECT_THROW(world->split_group(1, 10, {8, 9, 11}), InvalidArgument);  // without this rank
+  EXPECT_THROW(world->split(1, 10), InvalidArgument);                        // members unknown
+  EXPECT_THROW(world->split_group(1, 10, {8, 9, 11}), InvalidArgument);      // without this rank
   EXPECT_THROW(make_sim_communicator(spec, 12, 0, clock), InvalidArgument);  // 1.5 nodes
 }
 

@@ -487,7 +487,8 @@ class LocalComm final : public Communicator {
   std::shared_ptr<Task> issue(const CollectiveCall& c, int color = 0, int key = 0) {
     auto t = std::make_shared<Task>();
     t->call = c;
-    t->d = {c.op, c.count, c.dtype, c.reduce, c.root, c.send, c.recv, color, key, c.seq, c.info.unit};
+    t->d = {c.op,   c.count, c.dtype, c.reduce, c.root,     c.send,
+            c.recv, color,   key,     c.seq,    c.info.unit};
     t->rec = recorder_;
     t->times.t_issue = comm_clock(recorder_);
     bool here = false;
