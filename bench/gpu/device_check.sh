@@ -17,8 +17,11 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=${BUNDLE:-build-cuda/gpu-bundle}
 OUT=${OUT:-/tmp/shardlab-device-check}
-LIBS=/tmp/shardlab-libs
 STEPS=${STEPS:-20}
+# Time limits of the steps, in seconds (what fits one call; the sanitizers can be left for a
+# second call with SANITIZERS=0 in the first).
+T_TESTS=${T_TESTS:-120} T_MEMCHECK=${T_MEMCHECK:-240} T_RACECHECK=${T_RACECHECK:-120} T_RUN=${T_RUN:-60}
+SANITIZERS=${SANITIZERS:-1}
 mkdir -p "$OUT"
 : >"$OUT/summary.txt"
 failed=0
@@ -41,24 +44,7 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 
 # ---- the libraries: the carried packages unpacked aside; CUDA's from the toolkit or pip -------
-rm -rf "$LIBS" && mkdir -p "$LIBS"
-for d in "$B"/debs/*.deb; do dpkg -x "$d" "$LIBS"; done
-dir_of() {  # the first directory under the given roots holding library $1
-  local root f
-  for root in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda "${@:2}"; do
-    [ -d "$root" ] || continue
-    f=$(find -L "$root" -name "$1" -print -quit 2>/dev/null)
-    [ -n "$f" ] && { dirname "$f"; return; }
-  done
-}
-PYSITE=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
-LP="$LIBS/usr/lib/x86_64-linux-gnu/openblas-pthread:$LIBS/usr/lib/x86_64-linux-gnu"
-for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
-  d=$(dir_of "$l" $PYSITE /usr/lib /opt)
-  [ -n "$d" ] && LP="$LP:$d"
-done
-export LD_LIBRARY_PATH="$LP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-8}
+source bench/gpu/gpu_env.sh
 
 {
   date -u +%FT%TZ
@@ -76,18 +62,20 @@ else
 fi
 
 # ---- the GPU tests, then under compute-sanitizer ----------------------------------------------
-timeout 120 "$B/bin/shardlab_cuda_tests" --gtest_output="json:$OUT/cuda_tests.json" \
+timeout "$T_TESTS" "$B/bin/shardlab_cuda_tests" --gtest_output="json:$OUT/cuda_tests.json" \
   >"$OUT/cuda_tests.log" 2>&1
 rc=$?
 # gtest's closing counts: "[  PASSED  ] 8 tests." and the like (a test that needs two GPUs skips)
 result cuda_tests "$rc" "$(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' \
   "$OUT/cuda_tests.log" | sed -E 's/^\[ +([A-Z]+) +\] ([0-9]+) tests?.*/\1 \2/' | tr '\n' ' ')"
-if command -v compute-sanitizer >/dev/null; then
-  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
+if [ "$SANITIZERS" = 0 ]; then
+  :  # left for another call
+elif command -v compute-sanitizer >/dev/null; then
+  timeout "$T_MEMCHECK" compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
     "$B/bin/shardlab_cuda_tests" --gtest_filter='-CudaCheckDeathTest.*' >"$OUT/memcheck.log" 2>&1
   rc=$?
   result memcheck "$rc" "$(grep -m1 -E 'ERROR SUMMARY' "$OUT/memcheck.log")"
-  timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 --print-limit 20 \
+  timeout "$T_RACECHECK" compute-sanitizer --tool racecheck --error-exitcode 9 --print-limit 20 \
     "$B/bin/shardlab_cuda_tests" --gtest_filter='CudaKernels*' >"$OUT/racecheck.log" 2>&1
   rc=$?
   result racecheck "$rc" "$(grep -m1 -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log")"
@@ -104,7 +92,7 @@ for s in no_shard shard_optim shard_grad_op full_shard hybrid_shard; do
     echo "==== $s"
     "$B/bin/shardlab" "${args[@]}" --device cpu --backend local --run-dir "/tmp/sl-cpu-$s" |
       tail -2
-    timeout 60 "$B/bin/shardlab" "${args[@]}" --device cuda --backend nccl \
+    timeout "$T_RUN" "$B/bin/shardlab" "${args[@]}" --device cuda --backend nccl \
       --run-dir "/tmp/sl-cuda-$s" | tail -4
   } >>"$OUT/losses.txt" 2>&1
   python3 bench/gpu/compare_losses.py "/tmp/sl-cpu-$s" "/tmp/sl-cuda-$s" --tol 1e-4 \

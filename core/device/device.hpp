@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "core/base/dtype.hpp"
@@ -53,6 +54,15 @@ class Buffer {
   MemCategory cat_ = MemCategory::workspace;
 };
 
+// What a device's allocator holds beside what the tracker counts (a GPU's caching pool and the
+// driver's view); the CPU and meta devices have none.
+struct PoolReport {
+  int64_t reserved = 0;       // held from the driver now, live and cached
+  int64_t peak_reserved = 0;  // the most it held
+  int64_t driver_free = 0;    // the driver's free and total bytes of the whole GPU (every process)
+  int64_t driver_total = 0;
+};
+
 class Device {
  public:
   explicit Device(MemoryTracker& tracker) : tracker_(tracker) {}
@@ -69,6 +79,8 @@ class Device {
   // second CPU device; a GPU's is pinned host memory; the meta device's holds no bytes.
   virtual std::unique_ptr<Device> make_host_tier(MemoryTracker& host_tracker) const;
   MemoryTracker& tracker() const { return tracker_; }
+  // The allocator's and the driver's side of memory (docs/gpu.md); nullopt where there is none.
+  virtual std::optional<PoolReport> pool_report() const { return std::nullopt; }
 
   // Uninitialised memory charged to `c`; throws OutOfMemory past the tracker's capacity.
   Buffer alloc(int64_t bytes, MemCategory c);

@@ -216,6 +216,7 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
   r.peak_bytes = ctx.tracker->peak_total();
   r.peak_by_category = ctx.tracker->at_peak();
   r.peak_each_category = ctx.tracker->peak_all();
+  r.pool = ctx.device->pool_report();
   r.comm_bytes_per_step = stepper.last().comm_total();
   r.comm_buffer_per_step = stepper.last().comm_buffer;
   if (const MemoryTracker* host = stepper.engine().host_tracker()) {

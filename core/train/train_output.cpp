@@ -107,6 +107,11 @@ void print_run_summary(std::ostream& out, const TrainResult& r, const MemoryTrac
     first = false;
   }
   out << ")\n";
+  if (r.pool)  // three views of one GPU's memory: what callers asked for, the pool, the driver
+    out << "GPU memory: tracker peak " << format_bytes(r.peak_bytes) << "; pool reserved peak "
+        << format_bytes(r.pool->peak_reserved) << " (now " << format_bytes(r.pool->reserved)
+        << "); driver " << format_bytes(r.pool->driver_total - r.pool->driver_free) << " used of "
+        << format_bytes(r.pool->driver_total) << " (cudaMemGetInfo, every process and context)\n";
   if (r.host_peak_bytes >= 0) {  // the host tier (--offload), apart from device memory
     out << "host peak " << format_bytes(r.host_peak_bytes) << " (";
     first = true;

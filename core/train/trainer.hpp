@@ -10,11 +10,13 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/comm/flight_recorder.hpp"
 #include "core/device/cluster_spec.hpp"
+#include "core/device/device.hpp"
 #include "core/fsdp/engine_config.hpp"
 #include "core/memory/tracker.hpp"
 #include "core/model/config.hpp"
@@ -162,6 +164,8 @@ struct TrainResult {
   double tokens_per_s = 0.0;         // over the whole loop
   int64_t tokens = 0;                // trained on
   int64_t peak_bytes = 0;            // tracker peak (rank 0)
+  // Rank 0's allocator and driver at the end of the run (a GPU's pool; nullopt on the CPU).
+  std::optional<PoolReport> pool;
   int64_t num_params = 0;
   int world = 1;                  // ranks that trained
   MemArray peak_by_category{};    // rank 0: each category at the moment of the peak

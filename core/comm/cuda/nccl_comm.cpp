@@ -47,7 +47,13 @@ ncclDataType_t nccl_type(DType t) {
   }
 }
 
-ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::sum ? ncclSum : ncclAvg; }
+// On one rank an average is the sum (x / 1 == x), and NCCL before 2.29.7 leaves the last
+// count % 32 elements of a one-rank ncclAvg unwritten (its oneRankReduce kernel rounds the
+// blocks' ranges down: NVIDIA/nccl issue 1950). Seen on an H100 with NCCL 2.28:
+// CudaNccl.AllReduceAndBroadcast's out-of-place average of 2^20 + 3 elements. So one rank sums.
+ncclRedOp_t nccl_op(ReduceOp op, int ranks) {
+  return op == ReduceOp::sum || ranks == 1 ? ncclSum : ncclAvg;
+}
 
 int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -201,10 +207,10 @@ class NcclCommunicator final : public Communicator {
     switch (c.op) {
       case CommOp::all_gather: NCCL_CHECK(ncclAllGather(c.send, c.recv, n, t, comm_, s)); break;
       case CommOp::reduce_scatter:
-        NCCL_CHECK(ncclReduceScatter(c.send, c.recv, n, t, nccl_op(c.reduce), comm_, s));
+        NCCL_CHECK(ncclReduceScatter(c.send, c.recv, n, t, nccl_op(c.reduce, size()), comm_, s));
         break;
       case CommOp::all_reduce:
-        NCCL_CHECK(ncclAllReduce(c.send, c.recv, n, t, nccl_op(c.reduce), comm_, s));
+        NCCL_CHECK(ncclAllReduce(c.send, c.recv, n, t, nccl_op(c.reduce, size()), comm_, s));
         break;
       case CommOp::broadcast:
         NCCL_CHECK(ncclBroadcast(c.send, c.recv, n, t, c.root, comm_, s));

@@ -170,6 +170,14 @@ void CudaDevice::wait_copies() const {
   CUDA_CHECK(cudaStreamSynchronize(copy_));
 }
 
+std::optional<PoolReport> CudaDevice::pool_report() const {
+  CudaDeviceGuard guard(ordinal_);
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return PoolReport{reserved_bytes(), peak_reserved_bytes(), static_cast<int64_t>(free_b),
+                    static_cast<int64_t>(total_b)};
+}
+
 void CudaDevice::synchronize() {
   CudaDeviceGuard guard(ordinal_);
   CUDA_CHECK(cudaStreamSynchronize(copy_));

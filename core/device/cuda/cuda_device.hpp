@@ -81,6 +81,7 @@ class CudaDevice final : public Device {
   // ---- pool figures (the tracker holds the requested bytes by category)
   int64_t reserved_bytes() const { return pool_->reserved_bytes(); }
   int64_t peak_reserved_bytes() const { return pool_->peak_reserved_bytes(); }
+  std::optional<PoolReport> pool_report() const override;
   int64_t cached_bytes() const { return pool_->cached_bytes(); }
   void empty_cache();
 
