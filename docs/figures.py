@@ -429,29 +429,32 @@ def wrap_sweep(cwd):
     log = open(os.path.join(data, "run.log"), encoding="utf-8").read()
     load = {k: re.search(rf"^load_{k} wrap (.*)$", log, re.M) for k in ("before", "after")}
     cmd = re.search(r"^command wrap (.*)$", log, re.M)
-    rows = [l.split("|")[1:-1] for l in table.split("\n")[2:]]
-    med = [(r[0].strip(), r[1].strip(), float(r[7].split()[0]), float(r[9].split()[0]))
-           for r in rows]
+    rows = [[c.strip() for c in l.split("|")[1:-1]] for l in table.split("\n")[2:]]
+    # (preset, wrap, exposed ms median, tokens/s median), as the table prints them
+    med = [(r[0], r[1], r[7].split()[0], r[9].split()[0]) for r in rows]
+    before = load["before"].group(1) if load["before"] else "?"
+    after = load["after"].group(1) if load["after"] else "?"
     lines = ["```", cmd.group(1) if cmd else "build/bin/bench_wrap ...",
              f"/usr/bin/python3 bench/wrap_report.py docs/bench/data/wrap.json TABLE.md "
              "docs/img/wrap_sweep.png", "```", "", table, "",
              "![collectives, peak params_unsharded, exposed communication and tokens/s per wrap "
              "policy](img/wrap_sweep.png)", "",
              f"Measured by `make bench` on {ctx['date'][:10]} at {ctx['date'][11:16]} UTC on "
-             f"{ctx['num_cpus']} CPUs (load average {T(load['before'].group(1)) if load['before'] else '?'} "
-             f"before the suite and {T(load['after'].group(1)) if load['after'] else '?'} after, "
+             f"{ctx['num_cpus']} CPUs (load average {before} before the suite and {after} after, "
              "docs/bench/data/run.log); 3 repetitions interleaved in random order: the table gives "
              "the median and the range."]
     for preset in ("small", "medium"):
         mine = [m for m in med if m[0] == preset]
         if not mine:
             continue
-        most, least = max(mine, key=lambda m: m[2]), min(mine, key=lambda m: m[2])
-        fast, slow = max(mine, key=lambda m: m[3]), min(mine, key=lambda m: m[3])
+        most = max(mine, key=lambda m: float(m[2]))
+        least = min(mine, key=lambda m: float(m[2]))
+        fast = max(mine, key=lambda m: float(m[3]))
+        slow = min(mine, key=lambda m: float(m[3]))
         lines.append(
-            f"On {preset}, {T(most[1])} exposed the most communication ({T(most[2])} ms per "
-            f"step) and {T(least[1])} the least ({T(least[2])} ms); tokens/s ranged from "
-            f"{T(slow[3])} ({T(slow[1])}) to {T(fast[3])} ({T(fast[1])}).")
+            f"On {preset}, {most[1]} exposed the most communication ({most[2]} ms per step) and "
+            f"{least[1]} the least ({least[2]} ms); tokens/s ranged from {slow[3]} ({slow[1]}) "
+            f"to {fast[3]} ({fast[1]}).")
     return "\n".join(lines[:-2] + ["", " ".join(lines[-2:])])
 
 
