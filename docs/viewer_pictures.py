@@ -31,7 +31,8 @@ TIMED_ROWS = ("steps, mean time", "tokens/s (all ranks)", "busbw", "waiting for 
 def timed_regions(report):
     """The rectangles of a screenshot whose pixels depend on timing, from the viewer's report:
     the toolbar (view start, ns per pixel), each run's memory, timeline and unit plots (their
-    horizontal axis is time), and the summary rows of TIMED_ROWS and the selected step's row.
+    horizontal axis is time), the summary rows of TIMED_ROWS and the selected step's row, and the
+    callouts of --mark (placed at a time).
     What stays compared: panel titles, row labels (ranks, units), legends, the summary's
     strategy, loss, peak and bytes rows, and the peak-memory bars."""
     rects = [report["panels"]["toolbar"]]
@@ -41,6 +42,10 @@ def timed_regions(report):
     for row in report.get("summary_rows", []):
         if row["name"] in TIMED_ROWS or row["name"].startswith("step "):
             rects.append(row["rect"])
+    # A --mark's numbered disc stands above its point (viewer/app/marks.cpp: a radius of 10 px on
+    # a 12 px stem), possibly outside the plot it marks; its place is a time.
+    for m in report.get("marks", []):
+        rects.append([m["x"] - 14, m["y"] - 36, 28, 40])
     return ([[round(v) for v in rc] for rc in rects if rc[2] > 0 and rc[3] > 0],
             "toolbar, memory/timeline/unit plots, timed summary rows")
 
@@ -122,9 +127,15 @@ def shoot(cwd, runs, png, w, h, extra=""):
     return json.load(open(out[:-4] + ".json"))
 
 
-def place(cwd, rel, png, report):
-    """Moves the screenshot cwd/png to `rel` under the output root, recording its timed regions."""
+def place(cwd, rel, png, report, mouse=None):
+    """Moves the screenshot cwd/png to `rel` under the output root, recording its timed regions
+    and, with `mouse`, the tooltip's: it opens where the mouse points, a place that is a time, and
+    holds times. ImGui draws it below and right of the pointer (these pictures point away from the
+    window's right and bottom edges, where it would flip)."""
     regions, note = timed_regions(report)
+    if mouse:
+        regions.append([mouse[0] - 40, mouse[1] - 40, 500, 300])
+        note += ", the tooltip"
     os.replace(os.path.join(cwd, png), picture(rel, regions, note))
 
 
@@ -167,7 +178,7 @@ def step(cwd):
                          f"--at-step {STEP}")
     rep = shoot(cwd, "runs/fsdp", "viewer_fsdp_step.png", w, h,
                 f"--at-step {STEP} --mouse {x} {y}")
-    place(cwd, "docs/img/viewer_fsdp_step.png", "viewer_fsdp_step.png", rep)
+    place(cwd, "docs/img/viewer_fsdp_step.png", "viewer_fsdp_step.png", rep, (x, y))
     peak = row(rep, "peak / rank (max)")[0]
     gaps = (": the gaps in the forward bars above it" if dur - hidden >= 0.05e6
             else ": prefetch hid it behind the previous unit's forward")
@@ -205,7 +216,7 @@ def compare(cwd):
                          f"--at-step {STEP}")
     rep = shoot(cwd, "runs/dp runs/fsdp", "viewer_compare.png", w, h,
                 f"--at-step {STEP} --mouse {x} {y}")
-    place(cwd, "docs/img/viewer_compare.png", "viewer_compare.png", rep)
+    place(cwd, "docs/img/viewer_compare.png", "viewer_compare.png", rep, (x, y))
     opt = {k: statistics.median(optimizer_ms(e, s) for s in range(2, 21))
            for k, e in (("dp", dp), ("fs", fs))}
     loss = row(rep, "loss at the last step")
