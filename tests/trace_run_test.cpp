@@ -721,6 +721,18 @@ TEST(Stragglers, NamedOnlyBeyondTheRunsNoise) {
     EXPECT_TRUE(g.named()) << g.lead_ns << " " << g.threshold_ns;
     EXPECT_NEAR(g.lead_ns, 299, 5);
   }
+  // A real straggler's lead swings with its own slowness (here 90 to 230 ns, spread 59 ns): its
+  // median, 160 ns, stands 4.8 standard errors (33 ns) above zero: named.
+  {
+    const RunData run =
+        synthetic_steps(2, 6, {{9, 0}, {120, 0}, {200, 0}, {160, 0}, {90, 0}, {230, 0}});
+    const Straggler g = compute_summary(run).stragglers.straggler;
+    EXPECT_EQ(g.rank, 1);
+    EXPECT_NEAR(g.lead_ns, 160, 1e-6);
+    EXPECT_NEAR(g.noise_ns, 1.4826 * 40, 1e-6);
+    EXPECT_NEAR(g.error_ns, 1.2533 * 1.4826 * 40 / std::sqrt(5.0), 1e-6);
+    EXPECT_TRUE(g.named()) << g.lead_ns << " " << g.threshold_ns;
+  }
   // The rank that waits least changes from step to step: some rank always waits least, but the
   // lead of the one that waited least overall swings around zero: none named.
   {

@@ -78,8 +78,9 @@ Straggler find_straggler(const RunData& run, const std::map<int, std::vector<int
   std::vector<double> dev;
   for (double l : leads) dev.push_back(std::fabs(l - s.lead_ns));
   s.noise_ns = 1.4826 * median(dev);
+  s.error_ns = 1.2533 * s.noise_ns / std::sqrt(static_cast<double>(s.steps));
   s.threshold_ns =
-      std::max(Straggler::kNoiseFactor * s.noise_ns, Straggler::kMinStepFraction * s.step_ns);
+      std::max(Straggler::kNoiseFactor * s.error_ns, Straggler::kMinStepFraction * s.step_ns);
   return s;
 }
 
@@ -185,6 +186,7 @@ nlohmann::json stragglers_to_json(const StragglerReport& s) {
             {"measured_steps", g.steps},
             {"lead_ns", g.lead_ns},
             {"noise_ns", g.noise_ns},
+            {"error_ns", g.error_ns},
             {"step_ns", g.step_ns},
             {"threshold_ns", g.threshold_ns},
             {"lead_by_step", std::move(leads)}}},
@@ -219,14 +221,15 @@ void print_stragglers(const StragglerReport& s, std::ostream& os, int max_steps)
     std::snprintf(buf, sizeof buf,
                   "lead of rank %d, the rank that waited least: the other ranks' mean wait minus "
                   "its own, per step; median %.3f ms over %d measured steps, spread %.3f ms "
-                  "(1.4826 x median absolute deviation)\n",
-                  g.rank, g.lead_ns * 1e-6, g.steps, g.noise_ns * 1e-6);
+                  "(1.4826 x median absolute deviation), standard error of the median %.3f ms "
+                  "(1.2533 x spread / sqrt(steps))\n",
+                  g.rank, g.lead_ns * 1e-6, g.steps, g.noise_ns * 1e-6, g.error_ns * 1e-6);
     os << buf;
     if (g.named()) {
       std::snprintf(buf, sizeof buf,
                     "straggler: rank %d; the others waited %.3f ms per step longer than it "
                     "(median), above this run's threshold of %.3f ms (the larger of %.0f x the "
-                    "spread and %.0f%% of the %.3f ms median step)\n",
+                    "standard error and %.0f%% of the %.3f ms median step)\n",
                     g.rank, g.lead_ns * 1e-6, g.threshold_ns * 1e-6, Straggler::kNoiseFactor,
                     100 * Straggler::kMinStepFraction, g.step_ns * 1e-6);
       os << buf;
@@ -248,8 +251,8 @@ void print_stragglers(const StragglerReport& s, std::ostream& os, int max_steps)
     } else {
       std::snprintf(buf, sizeof buf,
                     "straggler: none beyond this run's noise (the lead is within the threshold "
-                    "of %.3f ms: the larger of %.0f x the spread and %.0f%% of the %.3f ms median "
-                    "step)\n",
+                    "of %.3f ms: the larger of %.0f x the standard error and %.0f%% of the %.3f "
+                    "ms median step)\n",
                     g.threshold_ns * 1e-6, Straggler::kNoiseFactor,
                     100 * Straggler::kMinStepFraction, g.step_ns * 1e-6);
       os << buf;

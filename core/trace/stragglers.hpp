@@ -36,18 +36,21 @@ struct StepStraggler {
 // least in all. Its lead in a step is the other ranks' mean wait minus its own wait: how much
 // longer they waited for it. Without a straggler the rank that waits least changes from step to
 // step and the lead swings around zero; with one, the lead is large in every step. So the rank
-// is named a straggler when its median lead exceeds the threshold: kNoiseFactor times the lead's
-// own spread over the steps (1.4826 x its median absolute deviation, the standard deviation of
-// normal noise), and at least kMinStepFraction of the median step time.
+// is named a straggler when its median lead stands above zero by more than the noise of that
+// median: kNoiseFactor standard errors of the median (1.2533 x the lead's spread / sqrt(steps),
+// the spread being 1.4826 x its median absolute deviation, the standard deviation of normal
+// noise), and by at least kMinStepFraction of the median step time. (The spread itself would be
+// the wrong yardstick: a real straggler's lead swings with its own slowness, often by a third.)
 struct Straggler {
   static constexpr double kNoiseFactor = 3.0;
   static constexpr double kMinStepFraction = 0.05;
   int rank = -1;            // the candidate: the rank that waited least over the steps
   int steps = 0;            // measured steps with a wait from every rank
   double lead_ns = 0;       // its median lead over those steps
-  double noise_ns = 0;      // 1.4826 x the median absolute deviation of the leads
+  double noise_ns = 0;      // the spread: 1.4826 x the median absolute deviation of the leads
+  double error_ns = 0;      // the median's standard error: 1.2533 x noise_ns / sqrt(steps)
   double step_ns = 0;       // the median step time (largest step_time of the step's ranks)
-  double threshold_ns = 0;  // max(kNoiseFactor x noise_ns, kMinStepFraction x step_ns)
+  double threshold_ns = 0;  // max(kNoiseFactor x error_ns, kMinStepFraction x step_ns)
   std::vector<std::pair<int, double>> lead_by_step;  // (step, lead_ns)
   bool named() const { return rank >= 0 && steps >= 2 && lead_ns > threshold_ns; }
 };
