@@ -33,10 +33,15 @@ SPLICE = os.path.join(ROOT, "tests", "corpus", "splice_table.py")
 
 # ---- figures: program outputs ------------------------------------------------------------------
 
+# A lesson's step lines: ms/step and tokens/s are the third and fourth columns.
+LESSON_RULES = TIMED + [r"^ +\d+ \| +" + NUM + r" \| +(" + NUM + r") \| +(" + NUM + r") \|"]
+
+
 def lesson_output(n, name):
     """A lesson's whole output with its defaults, as `make lesson N=n` prints it."""
     def make(cwd):
-        return fenced(run(f"build/bin/lesson_0{n}_{name}", cwd).rstrip("\n").split("\n"))
+        out = run(f"build/bin/lesson_0{n}_{name}", cwd).rstrip("\n").split("\n")
+        return mark_timing(fenced(out), LESSON_RULES)
     return make
 
 
@@ -224,12 +229,13 @@ def data_table(cwd):
 SUMMARY_RULES = TIMED + [
     r"^exposed comm (" + NUM + r")% of comm time: (" + NUM + ") of (" + NUM + ")",
     r"^\d+ +(" + NUM + r") +(" + NUM + r") +(" + NUM + r") +(" + NUM + r")$",  # time per rank
-    r"^\d+ +(" + NUM + r") +" + NUM + r" +(\d+) steps$",  # waits per rank
+    r"^\d+ +(" + NUM + r") +" + NUM + r" +(\d+)$",  # waits per rank: ms/step, least (steps)
     r"^run totals, all ranks and steps: compute .*$",
     r"^lead of rank (\d+), .* median (" + NUM + r") ms .* spread (" + NUM + ") ms",
     r"within the threshold of (" + NUM + r") ms: .*, (" + NUM + ") ms\)$",
     r"^steps \d+ \(\d+ measured, first excluded as warm-up\) +(step time ms: .*)$",
-    r"  (step time ms, median|tokens/s \(all ranks\)|comm ms|exposed comm ms)( +" + NUM + ")+",
+    r"^(?:step time ms, median|tokens/s \(all ranks\)|  comm ms|  exposed comm ms)((?: +" + NUM
+    + ")+)$",
     r"; median step time (" + NUM + "x)",
 ]
 
@@ -355,7 +361,9 @@ def corpus_table(cwd):
     # this machine's memory and thread counts.
     text = open(table, encoding="utf-8").read().rstrip("\n")
     return mark_timing(text, TIMED + [r"this machine's (" + NUM + r" [KMGT]iB)",
-                                      r"the (\d+) hardware threads", r"rank (\d+): could not start"])
+                                      r"the (\d+) hardware threads", r"rank (\d+): could not start",
+                                      r"(\d+) vertices", r"step time ms: (.*?)`",
+                                      r"rank (\d+): step \d+: loss is NaN"])
 
 
 def write_file(rel, text):

@@ -36,8 +36,14 @@ def timed_regions(report):
     What stays compared: panel titles, row labels (ranks, units), legends, the summary's
     strategy, loss, peak and bytes rows, and the peak-memory bars."""
     rects = [report["panels"]["toolbar"]]
+    # A plot's bars may start a few pixels left of its reported rectangle (rounding, a bar's
+    # border at the plot's first time): each plot's rectangle widened by a tile on both sides.
+    def widened(rc):
+        return [rc[0] - 8, rc[1], rc[2] + 16, rc[3]]
+
     for r in report["panels"]["runs"]:
-        rects += [r["memory_plot"], r["timeline_plot"], r["units_plot"]]
+        rects += [widened(r["memory_plot"]), widened(r["timeline_plot"]),
+                  widened(r["units_plot"])]
         rects += r.get("host_rows", []) + r.get("copy_lanes", [])
     for row in report.get("summary_rows", []):
         if row["name"] in TIMED_ROWS or row["name"].startswith("step "):

@@ -156,7 +156,11 @@ void show_summary_table(ViewerState& s, ImVec2 size) {
   if (!ImGui::BeginTable("summary", 1 + n_runs, flags, size)) return;
   ImGui::TableSetupScrollFreeze(0, 1);
   ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, 150);
-  for (const RunView& r : s.runs) ImGui::TableSetupColumn(r.run->model().info.name.c_str());
+  // The runs' columns share the width equally: sized by their content, a timing figure one digit
+  // longer would move every column to its right (and a picture of the table with it).
+  for (const RunView& r : s.runs)
+    ImGui::TableSetupColumn(r.run->model().info.name.c_str(), ImGuiTableColumnFlags_WidthStretch,
+                            1.0f);
   ImGui::TableHeadersRow();
   const double table_x = ImGui::GetCursorScreenPos().x;
   auto row = [&](const char* name, auto&& cell) {
