@@ -21,7 +21,7 @@ def simulate(shardlab, cluster, row):
     cmd = [shardlab, "simulate", "--cluster", cluster, "--ranks", "1", "--model", "gpt2",
            "--strategy", row["strategy"], "--param-dtype", row["param_dtype"],
            "--batch", str(row["batch"]), "--seq", str(row["seq"]), "--steps", "3",
-           "--trace", "off"]
+           "--trace", "off"] + row.get("flags", "").split()
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"gpu_report.py: {' '.join(cmd)} failed: {p.stderr.strip()}")
@@ -60,7 +60,8 @@ def main():
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in d["shardlab"]:
         s = simulate(a.shardlab, a.cluster, r)
-        print(f"| ShardLab {r['strategy']}, params {r['param_dtype']} "
+        flags = f", {r['flags']}" if r.get("flags") else ""
+        print(f"| ShardLab {r['strategy']}, params {r['param_dtype']}{flags} "
               f"| {1e3 * r['step_s_median']:.1f} | {r['tokens_per_s']:.0f} "
               f"| {100 * r['mfu']:.1f}% (fp32) | {r['tracker_peak']} | {r['pool_reserved_peak']} "
               f"| {r['driver_used']} | {s['step_ms']:.1f} | {s['peak']} "

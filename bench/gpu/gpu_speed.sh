@@ -5,7 +5,8 @@
 #   speed.json   the card (name, clocks, driver, CUDA and NCCL versions), the commands, and one row
 #                per configuration: median step, tokens/s, MFU, tracker / pool / driver memory
 #   speed.log    every run's output
-# Configurations: CONFIGS (default below: "strategy param-dtype" pairs at --ranks 1), the shape
+# Configurations: CONFIGS (default below: strategy:param-dtype[:more,train,flags] at --ranks 1, e.g.
+# no_shard:f32:--offload,optim), the shape
 # BATCH x SEQ (8 x 1024), STEPS timed after WARMUP steps, PyTorch's MODES (bench/gpu/
 # torch_gpt2_speed.py; empty: none). Each run has T_RUN seconds.
 set -uo pipefail
@@ -25,18 +26,21 @@ LOG=$OUT/speed.log
 : >"$LOG"
 rows=()
 for c in $CONFIGS; do
-  s=${c%%:*} p=${c##*:}
-  dir=/tmp/sl-speed-$s-$p
+  IFS=: read -r s p extra <<<"$c"
+  IFS=, read -r -a more <<<"$extra"
+  tag=$s-$p${extra:+-$(tr -cd 'a-z0-9' <<<"$extra")}
+  dir=/tmp/sl-speed-$tag
   cmd=(train --model gpt2 --device cuda --backend nccl --ranks 1 --strategy "$s" --param-dtype "$p"
        --batch "$BATCH" --seq "$SEQ" --steps $((STEPS + WARMUP)) --print-every 1 --seed 1337
-       --run-dir "$dir" --overwrite)
+       --run-dir "$dir" --overwrite ${more[@]+"${more[@]}"})
   echo "==== shardlab ${cmd[*]}" >>"$LOG"
   timeout "$T_RUN" "$B/bin/shardlab" "${cmd[@]}" >>"$LOG" 2>&1
   rc=$?
-  rows+=("$(python3 - "$dir" "$s" "$p" "$rc" "$WARMUP" "$BATCH" "$SEQ" "$LOG" "${cmd[*]}" <<'PY'
+  rows+=("$(python3 - "$dir" "$tag" "$p" "$rc" "$WARMUP" "$BATCH" "$SEQ" "$LOG" "${cmd[*]}" <<'PY'
 import json, re, statistics, sys
-d, s, p, rc, warm, B, T, log, cmd = sys.argv[1:]
-row = {"name": f"shardlab/{s}-{p}", "impl": "shardlab", "strategy": s, "param_dtype": p,
+d, tag, p, rc, warm, B, T, log, cmd = sys.argv[1:]
+row = {"name": f"shardlab/{tag}", "impl": "shardlab", "strategy": tag.split("-")[0],
+       "param_dtype": p, "flags": cmd.split("--overwrite")[-1].strip(),
        "batch": int(B), "seq": int(T), "rc": int(rc), "command": "shardlab " + cmd}
 try:
     steps = [json.loads(l) for l in open(f"{d}/rank0.jsonl") if '"kind":"step"' in l]
