@@ -328,6 +328,14 @@ def simulate_7b(cwd):
     return fenced(cmd.split("\n") + ["...", par[0], "..."] + body)
 
 
+def gpu_h100(cwd):
+    """docs/gpu.md: what bench/gpu/gpu_speed.sh measured on a lent H100 (its JSON, kept in
+    docs/bench/data/) beside `shardlab simulate` of each configuration, run here."""
+    cmd = (f"python3 {ROOT}/bench/gpu/gpu_report.py {ROOT}/docs/bench/data/gpu_h100.json "
+           "--shardlab build/bin/shardlab")
+    return run(cmd, cwd).strip()
+
+
 def simulate_table(cwd):
     """gpt2-xl on 64 ranks, bf16: no_shard, full_shard and hybrid_shard (G 8) on both presets."""
     rows = ["| cluster | strategy | step time | tokens/s | MFU | exposed comm | peak/rank |",
@@ -513,6 +521,7 @@ FIGURES = [Figure(*row) for row in [
     ("wrap-sweep", ["docs/fsdp.md"], wrap_sweep),
     ("simulate-7b", ["docs/simulate.md"], simulate_7b),
     ("simulate-table", ["docs/simulate.md"], simulate_table),
+    ("gpu-h100", ["docs/gpu.md"], gpu_h100),
     ("plan-zero", ["docs/memory.md"], plan_output(PLAN_ZERO)),
     ("plan-article", ["docs/memory.md"], plan_output(PLAN_ARTICLE)),
     ("plan-7b-a100", ["docs/memory.md"], plan_7b_a100),

@@ -18,12 +18,16 @@ cd "$(dirname "$0")/../.."
 B=${BUNDLE:-build-cuda/gpu-bundle}
 OUT=${OUT:-/tmp/shardlab-device-check}
 STEPS=${STEPS:-20}
-# Time limits of the steps, in seconds (what fits one call; the sanitizers can be left for a
-# second call with SANITIZERS=0 in the first).
+# Time limits of the steps, in seconds, and which steps run: CHECKS, any of "tests sanitizers
+# losses" (a call can run the sanitizers last, after other work, with APPEND=1 so that
+# summary.txt keeps the earlier lines). TESTS_JSON: where gtest's JSON goes (the device tool
+# brings back 8 files at most).
 T_TESTS=${T_TESTS:-120} T_MEMCHECK=${T_MEMCHECK:-240} T_RACECHECK=${T_RACECHECK:-120} T_RUN=${T_RUN:-60}
-SANITIZERS=${SANITIZERS:-1}
+CHECKS=${CHECKS:-tests sanitizers losses}
+TESTS_JSON=${TESTS_JSON:-$OUT/cuda_tests.json}
+runs() { [[ " $CHECKS " == *" $1 "* ]]; }
 mkdir -p "$OUT"
-: >"$OUT/summary.txt"
+[ "${APPEND:-0}" = 1 ] || : >"$OUT/summary.txt"
 failed=0
 result() {  # result NAME STATUS DETAIL (status 124: timeout's, the step ran out of time)
   local line detail=$3
@@ -62,14 +66,16 @@ else
 fi
 
 # ---- the GPU tests, then under compute-sanitizer ----------------------------------------------
-timeout "$T_TESTS" "$B/bin/shardlab_cuda_tests" --gtest_output="json:$OUT/cuda_tests.json" \
-  >"$OUT/cuda_tests.log" 2>&1
-rc=$?
-# gtest's closing counts: "[  PASSED  ] 8 tests." and the like (a test that needs two GPUs skips)
-result cuda_tests "$rc" "$(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' \
-  "$OUT/cuda_tests.log" | sed -E 's/^\[ +([A-Z]+) +\] ([0-9]+) tests?.*/\1 \2/' | tr '\n' ' ')"
-if [ "$SANITIZERS" = 0 ]; then
-  :  # left for another call
+if runs tests; then
+  timeout "$T_TESTS" "$B/bin/shardlab_cuda_tests" --gtest_output="json:$TESTS_JSON" \
+    >"$OUT/cuda_tests.log" 2>&1
+  rc=$?
+  # gtest's closing counts: "[  PASSED  ] 8 tests." and the like (a test that needs two GPUs skips)
+  result cuda_tests "$rc" "$(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' \
+    "$OUT/cuda_tests.log" | sed -E 's/^\[ +([A-Z]+) +\] ([0-9]+) tests?.*/\1 \2/' | tr '\n' ' ')"
+fi
+if ! runs sanitizers; then
+  :  # left for later
 elif command -v compute-sanitizer >/dev/null; then
   timeout "$T_MEMCHECK" compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
     "$B/bin/shardlab_cuda_tests" --gtest_filter='-CudaCheckDeathTest.*' >"$OUT/memcheck.log" 2>&1
@@ -84,8 +90,8 @@ else
 fi
 
 # ---- every strategy: the GPU's losses against the CPU's -----------------------------------------
-: >"$OUT/losses.txt"
-for s in no_shard shard_optim shard_grad_op full_shard hybrid_shard; do
+runs losses && : >"$OUT/losses.txt" || LOSS_STRATEGIES=
+for s in ${LOSS_STRATEGIES-no_shard shard_optim shard_grad_op full_shard hybrid_shard}; do
   args=(train --model small --ranks 1 --strategy "$s" --steps "$STEPS" --batch 4 --seq 128
         --seed 1337 --overwrite)
   {
