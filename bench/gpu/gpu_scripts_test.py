@@ -6,8 +6,11 @@
 - compare_losses.py: two CPU runs of `tiny` that compute the same thing (no_shard on one rank,
   full_shard on two) agree; a copy with one loss moved by 1e-3 fails naming that step; a run
   directory that is not there is exit 2;
-- device_check.sh and bundle.sh parse (bash -n), and device_check.sh refuses to start without its
-  bundle, or on a machine with no GPU, with exit 2 and a message saying what to do.
+- device_check.sh, bundle.sh, gpu_speed.sh and gpu_env.sh parse (bash -n), and device_check.sh
+  refuses to start without its bundle, or on a machine with no GPU, with exit 2 and a message
+  saying what to do (gpu_speed.sh too without its bundle);
+- gpu_report.py renders docs/gpu.md's H100 table from its JSON with this build's simulate, and a
+  configuration simulate refuses is an error naming it.
 """
 import json
 import os
@@ -70,7 +73,7 @@ def main():
     expect(r.returncode == 2 and "missing" in r.stderr,
            "a missing run directory is exit 2: %d %s" % (r.returncode, r.stderr))
 
-    for script in ("device_check.sh", "bundle.sh"):
+    for script in ("device_check.sh", "bundle.sh", "gpu_speed.sh", "gpu_env.sh"):
         r = run(["bash", "-n", os.path.join(HERE, script)])
         expect(r.returncode == 0, "%s parses: %s" % (script, r.stderr))
     env = dict(os.environ, BUNDLE=os.path.join(work, "no-bundle"), OUT=os.path.join(work, "out"))
@@ -91,6 +94,30 @@ def main():
     r = run(["bash", os.path.join(HERE, "device_check.sh")], env=env)
     expect(r.returncode == 2 and "no GPU" in r.stderr,
            "no GPU: exit 2 saying so: %d %s" % (r.returncode, r.stderr))
+    env = dict(os.environ, BUNDLE=os.path.join(work, "no-bundle"), OUT=os.path.join(work, "out"))
+    r = run(["bash", os.path.join(HERE, "gpu_speed.sh")], env=env)
+    expect(r.returncode == 2 and "bundle.sh" in r.stderr,
+           "gpu_speed.sh without a bundle: exit 2 pointing to bundle.sh: %d %s"
+           % (r.returncode, r.stderr))
+    r = run(["/usr/bin/python3", "-m", "py_compile", os.path.join(HERE, "torch_gpt2_speed.py")])
+    expect(r.returncode == 0, "torch_gpt2_speed.py compiles: %s" % r.stderr)
+
+    # gpu_report.py: the measured GPU rows beside this build's simulate of each; a row whose
+    # configuration simulate refuses is an error naming the command, not a table.
+    data = os.path.join(ROOT, "docs", "bench", "data", "gpu_h100.json")
+    report = os.path.join(HERE, "gpu_report.py")
+    r = run(["/usr/bin/python3", report, data, "--shardlab", shardlab], cwd=work)
+    expect(r.returncode == 0 and "| ShardLab no_shard, params f32 |" in r.stdout
+           and "| PyTorch eager bf16 |" in r.stdout,
+           "gpu_report.py renders the H100 table: %d %s %s" % (r.returncode, r.stdout, r.stderr))
+    bad = json.load(open(data))
+    bad["shardlab"][0]["strategy"] = "no_such_strategy"
+    bad_path = os.path.join(work, "bad.json")
+    json.dump(bad, open(bad_path, "w"))
+    r = run(["/usr/bin/python3", report, bad_path, "--shardlab", shardlab], cwd=work)
+    expect(r.returncode != 0 and "no_such_strategy" in r.stderr,
+           "gpu_report.py names the configuration simulate refused: %d %s"
+           % (r.returncode, r.stderr))
     if FAILURES:
         sys.exit("%d check(s) failed" % len(FAILURES))
     print("bench.gpu_scripts: ok")
