@@ -1,4 +1,4 @@
-// GPTConfig: presets, validation and the parameter count.
+// GPTConfig: presets, validation, the parameter count and the JSON of the shape.
 #include "core/model/config.hpp"
 
 #include <sstream>
@@ -85,6 +85,14 @@ std::string GPTConfig::describe() const {
   os << "V=" << vocab_size << " T=" << max_seq_len << " L=" << n_layer << " NH=" << n_head
      << " C=" << n_embd << " (" << with_commas(num_params()) << " params)";
   return os.str();
+}
+
+nlohmann::json gpt_config_json(const GPTConfig& cfg) {
+  return {{"vocab_size", cfg.vocab_size},
+          {"max_seq_len", cfg.max_seq_len},
+          {"n_layer", cfg.n_layer},
+          {"n_head", cfg.n_head},
+          {"n_embd", cfg.n_embd}};
 }
 
 }  // namespace shardlab

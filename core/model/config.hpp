@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -40,5 +41,9 @@ struct GPTConfig {
   }
   bool operator!=(const GPTConfig& o) const { return !(*this == o); }
 };
+
+// The shape as run directories and checkpoints record it (Model::config of GPT-2):
+// {"vocab_size": 256, "max_seq_len": 64, "n_layer": 2, "n_head": 2, "n_embd": 64}
+nlohmann::json gpt_config_json(const GPTConfig& cfg);
 
 }  // namespace shardlab
