@@ -164,8 +164,10 @@ lesson-figures:
 # make docs-figures          rerun the commands whose output pages quote and rewrite those blocks
 #                            between their <!-- figure:NAME:begin/end --> markers (under a minute)
 # make docs-figures SLOW=1   also the runs that take minutes (docs/data.md's trained losses)
-#                            Both redraw docs/img/layers.svg from core/CMakeLists.txt's layer table.
+#                            Both redraw docs/img/layers.svg from core/CMakeLists.txt's layer table
+#                            and docs/img/stages.svg from the engine's wrap plans (docs/stages_svg.py).
 .PHONY: docs-figures
 docs-figures: build
 	python3 docs/figures.py --build $(BUILD) $(if $(SLOW),--slow)
 	python3 docs/layers_svg.py
+	python3 docs/stages_svg.py --shardlab $(SHARDLAB)

@@ -105,7 +105,7 @@ void Engine::Impl::init_units() {
     const int64_t first = full_params() ? 0 : u.own.offset;
     if (!mixed()) {
       sdev.copy_from_host(u.params.data(), from(first), n_params * 4);
-    } else if (params_off()) {  // cast on the host, from the initial values
+    } else if (all_state_on_host()) {  // cast on the host, from the initial values
       odev.copy_from_host(u.master.data(), from(u.own.offset), u.own.size * 4);
       cast_from_f32(sdev, u.params.data(), cfg.param_dtype, u.master.f32(), n_params);
     } else {

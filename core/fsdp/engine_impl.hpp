@@ -165,11 +165,12 @@ struct Engine::Impl {
   void optimizer_step();
   void* owned_params(FsdpUnit& u);  // param_dtype elements of the owned range
   void* owned_grads(FsdpUnit& u);   // reduce_dtype elements of the owned range
-  // Where the optimizer state lives and the step runs: the host tier under --offload optim.
+  // Where the optimizer state lives and the step runs: the host tier under any --offload.
   Device& optim_dev() { return host_dev ? *host_dev : dev; }
-  // --offload params: the parameter and gradient shards live on the host tier too.
-  bool params_off() const { return cfg.offload == Offload::params; }
-  Device& state_dev() { return params_off() ? *host_dev : dev; }
+  // --offload params: the parameter and gradient shards live on the host tier too, beside the
+  // optimizer state (state_dev: where the parameter and gradient shards are).
+  bool all_state_on_host() const { return cfg.offload == Offload::params; }
+  Device& state_dev() { return all_state_on_host() ? *host_dev : dev; }
   // Copies between the tiers, counted by direction and traced as copy-lane spans ("h2d", "d2h").
   // On a GPU they run on its copy stream (Device::copy_*_host_tier): a copy down returns with the
   // bytes on the host; a copy up returns at once (its span is the issue) and `read_by`'s stream

@@ -61,11 +61,6 @@ float* GPT::param(const std::string& name) {
   return unit_params(r.unit) + r.entry.offset;
 }
 
-float* GPT::grad(const std::string& name) {
-  ParamRef r = find_param(cfg_, name);
-  return unit_grads(r.unit) + r.entry.offset;
-}
-
 StageArgs GPT::args(int s) {
   const Place& p = place_[static_cast<size_t>(s)];
   StageArgs a;

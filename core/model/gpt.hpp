@@ -34,9 +34,8 @@ class GPT {
   const float* unit_params(int unit) const;
   float* unit_grads(int unit);
   const float* unit_grads(int unit) const;
-  // The device pointer of a named parameter (or its gradient) inside its unit's buffer.
+  // The device pointer of a named parameter inside its unit's buffer.
   float* param(const std::string& name);
-  float* grad(const std::string& name);
 
   // tokens and targets: (B, T) int32 device memory, T <= max_seq_len. Returns the mean
   // cross-entropy; targets == nullptr runs inference only (returns 0, probs() is valid).
