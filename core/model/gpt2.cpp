@@ -37,26 +37,30 @@ std::vector<StageParam> gpt2_embedding_params(const GPTConfig& cfg) {
           param("wpe.weight", {cfg.max_seq_len, cfg.n_embd}, normal(kStd))};
 }
 
-std::vector<StageParam> gpt2_attn_params(const GPTConfig& cfg, int layer) {
+namespace {
+// A block half: its LayerNorm, then a linear (C, width) and a projection (width_in, C) back to the
+// residual stream, whose weights start at the residual std.
+std::vector<StageParam> half_params(const GPTConfig& cfg, int layer, const char* ln, const char* fc,
+                                    int64_t width, const char* proj, int64_t proj_in) {
   const int64_t C = cfg.n_embd;
   const std::string h = layer_prefix(layer);
-  return {param(h + "ln_1.weight", {C}, kOnes),
-          param(h + "ln_1.bias", {C}, kZeros),
-          param(h + "attn.c_attn.weight", {C, 3 * C}, normal(kStd)),
-          param(h + "attn.c_attn.bias", {3 * C}, kZeros),
-          param(h + "attn.c_proj.weight", {C, C}, normal(residual_std(cfg))),
-          param(h + "attn.c_proj.bias", {C}, kZeros)};
+  return {param(h + ln + ".weight", {C}, kOnes),
+          param(h + ln + ".bias", {C}, kZeros),
+          param(h + fc + ".weight", {C, width}, normal(kStd)),
+          param(h + fc + ".bias", {width}, kZeros),
+          param(h + proj + ".weight", {proj_in, C}, normal(residual_std(cfg))),
+          param(h + proj + ".bias", {C}, kZeros)};
+}
+}  // namespace
+
+std::vector<StageParam> gpt2_attn_params(const GPTConfig& cfg, int layer) {
+  const int64_t C = cfg.n_embd;
+  return half_params(cfg, layer, "ln_1", "attn.c_attn", 3 * C, "attn.c_proj", C);
 }
 
 std::vector<StageParam> gpt2_mlp_params(const GPTConfig& cfg, int layer) {
   const int64_t C = cfg.n_embd;
-  const std::string h = layer_prefix(layer);
-  return {param(h + "ln_2.weight", {C}, kOnes),
-          param(h + "ln_2.bias", {C}, kZeros),
-          param(h + "mlp.c_fc.weight", {C, 4 * C}, normal(kStd)),
-          param(h + "mlp.c_fc.bias", {4 * C}, kZeros),
-          param(h + "mlp.c_proj.weight", {4 * C, C}, normal(residual_std(cfg))),
-          param(h + "mlp.c_proj.bias", {C}, kZeros)};
+  return half_params(cfg, layer, "ln_2", "mlp.c_fc", 4 * C, "mlp.c_proj", 4 * C);
 }
 
 std::vector<StageParam> gpt2_head_params(const GPTConfig& cfg) {
@@ -124,44 +128,32 @@ void Gpt2Embedding::backward(Pass& pass, const StageArgs& a) const {
                      a.own.write);
 }
 
-Gpt2Attention::Gpt2Attention(const GPTConfig& cfg, const KernelChoice& kernels, int layer)
-    : Stage("block " + std::to_string(layer) + " attn", "attn", gpt2_attn_params(cfg, layer)),
+Gpt2BlockHalf::Gpt2BlockHalf(const GPTConfig& cfg, const KernelChoice& kernels, int layer,
+                             Half half)
+    : Stage("block " + std::to_string(layer) + (half == Half::attn ? " attn" : " mlp"),
+            half == Half::attn ? "attn" : "mlp",
+            half == Half::attn ? gpt2_attn_params(cfg, layer) : gpt2_mlp_params(cfg, layer)),
       cfg_(cfg),
       kernels_(kernels),
-      layer_(layer) {}
+      layer_(layer),
+      half_(half) {}
 
-int64_t Gpt2Attention::saved_bytes(int B, int T) const {
-  return block_attn_saved_bytes(cfg_, kernels_, B, T);
+int64_t Gpt2BlockHalf::saved_bytes(int B, int T) const {
+  return half_ == Half::attn ? block_attn_saved_bytes(cfg_, kernels_, B, T)
+                             : block_mlp_saved_bytes(cfg_, B, T);
 }
 
-void Gpt2Attention::forward(Pass& pass, const StageArgs& a) const {
+void Gpt2BlockHalf::forward(Pass& pass, const StageArgs& a) const {
   Gpt2Pass& p = gpt2_pass(pass);
-  block_attn_forward(p.dev, cfg_, p.hold_block(layer_), p.x(layer_), a.own.w, p.batch.B, p.batch.T);
+  const int B = p.batch.B, T = p.batch.T;
+  if (half_ == Half::attn)
+    block_attn_forward(p.dev, cfg_, p.hold_block(layer_), p.x(layer_), a.own.w, B, T);
+  else
+    block_mlp_forward(p.dev, cfg_, p.x(layer_ + 1), p.block(layer_), a.own.w, B, T);
 }
 
-void Gpt2Attention::recompute(Pass& pass, const StageArgs& a) const { forward(pass, a); }
-
-void Gpt2Attention::backward(Pass& pass, const StageArgs& a) const {
-  Gpt2Pass& p = gpt2_pass(pass);
-  block_attn_backward(p.dev, cfg_, p.dx(), a.own.g, p.block(layer_), p.x(layer_), a.own.w,
-                      p.batch.B, p.batch.T, a.own.write);
-}
-
-void Gpt2Attention::release(Pass& pass) const { gpt2_pass(pass).block(layer_).release(); }
-
-Gpt2Mlp::Gpt2Mlp(const GPTConfig& cfg, int layer)
-    : Stage("block " + std::to_string(layer) + " mlp", "mlp", gpt2_mlp_params(cfg, layer)),
-      cfg_(cfg),
-      layer_(layer) {}
-
-int64_t Gpt2Mlp::saved_bytes(int B, int T) const { return block_mlp_saved_bytes(cfg_, B, T); }
-
-void Gpt2Mlp::forward(Pass& pass, const StageArgs& a) const {
-  Gpt2Pass& p = gpt2_pass(pass);
-  block_mlp_forward(p.dev, cfg_, p.x(layer_ + 1), p.block(layer_), a.own.w, p.batch.B, p.batch.T);
-}
-
-void Gpt2Mlp::recompute(Pass& pass, const StageArgs& a) const {
+void Gpt2BlockHalf::recompute(Pass& pass, const StageArgs& a) const {
+  if (half_ == Half::attn) return forward(pass, a);
   Gpt2Pass& p = gpt2_pass(pass);
   // The next block's input is already in the stream: the output goes to scratch.
   Buffer y = p.dev.alloc(static_cast<int64_t>(p.batch.B) * p.batch.T * cfg_.n_embd * 4,
@@ -169,14 +161,20 @@ void Gpt2Mlp::recompute(Pass& pass, const StageArgs& a) const {
   block_mlp_forward(p.dev, cfg_, y.f32(), p.block(layer_), a.own.w, p.batch.B, p.batch.T);
 }
 
-void Gpt2Mlp::backward(Pass& pass, const StageArgs& a) const {
+void Gpt2BlockHalf::backward(Pass& pass, const StageArgs& a) const {
   Gpt2Pass& p = gpt2_pass(pass);
-  block_mlp_backward(p.dev, cfg_, p.dx(), a.own.g, p.dx(), p.block(layer_), a.own.w, p.batch.B,
-                     p.batch.T, a.own.write);
+  const int B = p.batch.B, T = p.batch.T;
+  if (half_ == Half::attn)
+    block_attn_backward(p.dev, cfg_, p.dx(), a.own.g, p.block(layer_), p.x(layer_), a.own.w, B, T,
+                        a.own.write);
+  else
+    block_mlp_backward(p.dev, cfg_, p.dx(), a.own.g, p.dx(), p.block(layer_), a.own.w, B, T,
+                       a.own.write);
 }
 
-// The block's allocation is its attention half's to free (Gpt2Attention::release).
-void Gpt2Mlp::release(Pass&) const {}
+void Gpt2BlockHalf::release(Pass& pass) const {
+  if (half_ == Half::attn) gpt2_pass(pass).block(layer_).release();
+}
 
 Gpt2Head::Gpt2Head(const GPTConfig& cfg)
     : Stage("head", "head", gpt2_head_params(cfg), {"wte.weight"}), cfg_(cfg) {}
@@ -207,8 +205,8 @@ Model gpt2_model(const GPTConfig& cfg, const KernelChoice& kernels) {
   d.stages.push_back(std::make_shared<Gpt2Embedding>(cfg, /*wte_tied=*/true));
   for (int l = 0; l < cfg.n_layer; ++l) {
     d.layers.push_back({"block " + std::to_string(l), {1 + 2 * l, 2 + 2 * l}});
-    d.stages.push_back(std::make_shared<Gpt2Attention>(cfg, kernels, l));
-    d.stages.push_back(std::make_shared<Gpt2Mlp>(cfg, l));
+    d.stages.push_back(std::make_shared<Gpt2BlockHalf>(cfg, kernels, l, Gpt2BlockHalf::Half::attn));
+    d.stages.push_back(std::make_shared<Gpt2BlockHalf>(cfg, kernels, l, Gpt2BlockHalf::Half::mlp));
   }
   d.stages.push_back(std::make_shared<Gpt2Head>(cfg));
   d.layer_item = "block";

@@ -8,8 +8,7 @@
 //   stage 2 + 2l     block l mlp    ln_2, mlp.c_fc, mlp.c_proj        layer "block l"
 //   stage 1 + 2L     head        ln_f; reads wte (tied)               root
 //
-// The stage classes are public so that a variant (tests/: GPT-2 with an untied head) can reuse
-// them.
+// The stage classes are public so that a variant (an untied head, another block) can reuse them.
 #pragma once
 
 #include <vector>
@@ -76,11 +75,14 @@ class Gpt2Embedding : public Stage {
   bool wte_tied_;
 };
 
-// r = x + c_proj(attn(c_attn(ln_1(x)))). Its forward allocates the block's saved tensors (its own
-// and the MLP half's, one allocation) and its release frees them.
-class Gpt2Attention : public Stage {
+// One half of block l. attn: r = x + c_proj(attn(c_attn(ln_1(x)))); its forward allocates the
+// block's saved tensors (its own and the MLP half's, one allocation) and its release frees them.
+// mlp: y = r + mlp.c_proj(gelu(mlp.c_fc(ln_2(r)))), into the next block's input, saving into that
+// allocation (its release frees nothing).
+class Gpt2BlockHalf : public Stage {
  public:
-  Gpt2Attention(const GPTConfig& cfg, const KernelChoice& kernels, int layer);
+  enum class Half { attn, mlp };
+  Gpt2BlockHalf(const GPTConfig& cfg, const KernelChoice& kernels, int layer, Half half);
   int64_t saved_bytes(int B, int T) const override;
   void forward(Pass& pass, const StageArgs& a) const override;
   void recompute(Pass& pass, const StageArgs& a) const override;
@@ -91,22 +93,7 @@ class Gpt2Attention : public Stage {
   GPTConfig cfg_;
   KernelChoice kernels_;
   int layer_;
-};
-
-// y = r + mlp.c_proj(gelu(mlp.c_fc(ln_2(r)))), into the next block's input. Saves into the block's
-// allocation, which its attention half makes and frees.
-class Gpt2Mlp : public Stage {
- public:
-  Gpt2Mlp(const GPTConfig& cfg, int layer);
-  int64_t saved_bytes(int B, int T) const override;
-  void forward(Pass& pass, const StageArgs& a) const override;
-  void recompute(Pass& pass, const StageArgs& a) const override;
-  void backward(Pass& pass, const StageArgs& a) const override;
-  void release(Pass& pass) const override;
-
- private:
-  GPTConfig cfg_;
-  int layer_;
+  Half half_;
 };
 
 // ln_f, logits = ln_f(x) @ wte^T (wte: tied[0]), softmax, cross-entropy; sets the pass's loss.

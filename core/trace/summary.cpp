@@ -347,8 +347,10 @@ void print_mem_table(const char* title, const RunSummary& s, bool at_peak, std::
 
 }  // namespace
 
-void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os) {
-  char buf[256];
+namespace {
+
+// The run's first lines: strategy, world, backend, start; the units; a simulated run's rank.
+void print_run_lines(const RunSummary& s, const json& meta, std::ostream& os) {
   os << "strategy " << meta_str(meta, "strategy") << "   world " << s.world_size << "   backend "
      << meta_str(meta, "backend") << "   started " << meta_str(meta, "start_time") << "\n";
   // The FSDP units (meta.json of shardlab train: config.wrap and the units by name).
@@ -381,26 +383,11 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
        << " ranks on cluster " << meta_str(*sim, "cluster")
        << " (virtual times; tokens/s below counts this rank's tokens)\n";
   }
-  const StepTimeStats& st = s.step_time;
-  std::snprintf(
-      buf, sizeof buf,
-      "steps %d (%d measured%s)   step time ms: mean %.3f  median %.3f  min %.3f  max %.3f\n",
-      st.steps, st.measured, st.warmup_excluded ? ", first excluded as warm-up" : "",
-      st.mean_s * 1e3, st.median_s * 1e3, st.min_s * 1e3, st.max_s * 1e3);
-  os << buf;
-  std::snprintf(buf, sizeof buf, "tokens/s %.1f   tokens/step %.1f (all ranks)\n", s.tokens_per_s,
-                s.tokens_per_step);
-  os << buf;
-  std::snprintf(buf, sizeof buf,
-                "exposed comm %.1f%% of %.3f ms comm time (summed over ranks; %.3f ms exposed)\n\n",
-                100.0 * s.exposed_comm_fraction, s.comm_ns * 1e-6, s.exposed_comm_ns * 1e-6);
-  os << buf;
+}
 
-  print_mem_table("peak by category", s, false, os);
-  os << "\n";
-  print_mem_table("breakdown at the overall peak", s, true, os);
-  os << "\n";
-  // The host tier, apart from device memory (--offload): only when the run has one.
+// The host tier, apart from device memory (--offload): only when the run has one.
+void print_host_table(const RunSummary& s, std::ostream& os) {
+  char buf[256];
   bool host = false;
   for (const RankSummary& r : s.ranks)
     host = host || r.host_peak_total > 0 || r.copy_h2d_bytes > 0 || r.copy_d2h_bytes > 0;
@@ -424,7 +411,10 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
     }
     os << "\n";
   }
+}
 
+void print_comm_table(const RunSummary& s, std::ostream& os) {
+  char buf[256];
   // The two measures of core/comm/traffic.hpp, labelled as every report labels them: "sent per
   // rank" (ring traffic, what one rank sends) and "buffer" (the collective's full size).
   os << "communication per step per rank (sent per rank = the bytes one rank sends, ring traffic; "
@@ -451,7 +441,34 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
   }
   if (s.comm.empty()) os << "(no collectives recorded)\n";
   os << "\n";
+}
 
+}  // namespace
+
+void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os) {
+  char buf[256];
+  print_run_lines(s, meta, os);
+  const StepTimeStats& st = s.step_time;
+  std::snprintf(
+      buf, sizeof buf,
+      "steps %d (%d measured%s)   step time ms: mean %.3f  median %.3f  min %.3f  max %.3f\n",
+      st.steps, st.measured, st.warmup_excluded ? ", first excluded as warm-up" : "",
+      st.mean_s * 1e3, st.median_s * 1e3, st.min_s * 1e3, st.max_s * 1e3);
+  os << buf;
+  std::snprintf(buf, sizeof buf, "tokens/s %.1f   tokens/step %.1f (all ranks)\n", s.tokens_per_s,
+                s.tokens_per_step);
+  os << buf;
+  std::snprintf(buf, sizeof buf,
+                "exposed comm %.1f%% of %.3f ms comm time (summed over ranks; %.3f ms exposed)\n\n",
+                100.0 * s.exposed_comm_fraction, s.comm_ns * 1e-6, s.exposed_comm_ns * 1e-6);
+  os << buf;
+
+  print_mem_table("peak by category", s, false, os);
+  os << "\n";
+  print_mem_table("breakdown at the overall peak", s, true, os);
+  os << "\n";
+  print_host_table(s, os);
+  print_comm_table(s, os);
   std::snprintf(buf, sizeof buf, "%-5s %12s %12s %12s %10s\n", "rank", "compute ms", "comm ms",
                 "exposed ms", "exposed %");
   os << buf;
