@@ -1,8 +1,10 @@
 // Glue between the model's description (GPTConfig, UnitLayout) and the checkpoint layer: the
-// config as index.json stores it (gpt_config_json, core/model/config.hpp) and a unit's tensors.
+// config as index.json stores it (gpt_config_json and gpt_config_from_json, core/model/config.hpp)
+// and a unit's tensors.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 

@@ -198,8 +198,16 @@ void Gpt2Head::release(Pass& pass) const { gpt2_pass(pass).head().release(); }
 
 // ---- the model ----------------------------------------------------------------------------------
 
+void refuse_llama_shape(const GPTConfig& cfg, const char* where) {
+  if (cfg.is_llama())
+    SL_THROW(InvalidArgument, where, ": ", cfg.describe(),
+             " is a Llama-family shape, which has no GPT-2 stages or units (its layers: "
+             "core/model/llama_layers.hpp)");
+}
+
 Model gpt2_model(const GPTConfig& cfg, const KernelChoice& kernels) {
   cfg.validate();
+  refuse_llama_shape(cfg, "gpt2_model");
   ModelDef d;
   d.family = "gpt2";
   d.stages.push_back(std::make_shared<Gpt2Embedding>(cfg, /*wte_tied=*/true));

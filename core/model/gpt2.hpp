@@ -27,6 +27,9 @@ std::vector<StageParam> gpt2_head_params(const GPTConfig& cfg);  // ln_f only: t
 
 // GPT-2 with the head tied to wte (as Hugging Face's GPT2LMHeadModel), running `kernels`.
 Model gpt2_model(const GPTConfig& cfg, const KernelChoice& kernels = {});
+// Throws InvalidArgument ("<where>: ... is a Llama-family shape ...") for a shape GPT-2's stages
+// must not build: a Llama-family config never silently becomes GPT-2.
+void refuse_llama_shape(const GPTConfig& cfg, const char* where);
 
 // One micro-batch through GPT-2: the residual stream (allocated here), each block's and the head's
 // saved tensors (allocated by their stages' forward), the residual gradient (backward).

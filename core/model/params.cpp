@@ -22,6 +22,7 @@ void add(UnitLayout& u, const std::vector<StageParam>& params) {
 std::vector<StageParam> unit_params(const GPTConfig& cfg, int unit) {
   if (unit < 0 || unit >= num_units(cfg))
     SL_THROW(InvalidArgument, "unit_layout: unit ", unit, " outside [0, ", num_units(cfg), ")");
+  refuse_llama_shape(cfg, "unit_layout");
   std::vector<StageParam> a, b;
   if (unit == kRootUnit) {
     a = gpt2_embedding_params(cfg);
