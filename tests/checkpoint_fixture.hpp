@@ -146,7 +146,6 @@ struct RankHolding {
   std::vector<CkptShard> shards;
 };
 
-// Rank r's holding under `group` ranks sharing each unit (padding to a multiple of group);
 // Shard r of `group` over a padded buffer: [r * S, (r + 1) * S) with S = padded / group (the
 // engine's FlatLayout::shard_range).
 inline std::pair<int64_t, int64_t> shard_bounds(int64_t padded, int r, int group) {
@@ -154,6 +153,7 @@ inline std::pair<int64_t, int64_t> shard_bounds(int64_t padded, int r, int group
   return {r * s, (r + 1) * s};
 }
 
+// Rank r's holding under `group` ranks sharing each unit (padding to a multiple of group);
 // full_range gives every rank the whole buffer (no_shard). `fill` cuts the values from `full`,
 // else the buffers hold a 0xFF pattern a load must overwrite.
 inline RankHolding make_holding(const FullState& full, int r, int group, bool full_range, bool fill,
