@@ -480,6 +480,14 @@ def layers_svg(cwd):
     return None
 
 
+def stages_svg(cwd):
+    """docs/img/stages.svg, docs/design.md's picture of model -> stages -> units -> engine, from
+    the engine's own wrap plans (docs/stages_svg.py runs build/bin/shardlab once per policy)."""
+    run(f"python3 {ROOT}/docs/stages_svg.py --shardlab build/bin/shardlab "
+        f"{picture('docs/img/stages.svg')}", cwd)
+    return None
+
+
 # ---- the table ---------------------------------------------------------------------------------
 
 class Figure:
@@ -531,6 +539,7 @@ FIGURES = [Figure(*row) for row in [
     ("choosing-memory", ["docs/choosing.md"], choosing("memory")),
     ("choosing-7b", ["docs/choosing.md"], choosing("recommend")),
     ("layers", [], layers_svg),
+    ("stages", [], stages_svg),
 ]]
 BY_NAME = {f.name: f for f in FIGURES}
 

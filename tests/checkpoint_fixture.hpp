@@ -146,6 +146,13 @@ struct RankHolding {
   std::vector<CkptShard> shards;
 };
 
+// Shard r of `group` over a padded buffer: [r * S, (r + 1) * S) with S = padded / group (the
+// engine's FlatLayout::shard_range).
+inline std::pair<int64_t, int64_t> shard_bounds(int64_t padded, int r, int group) {
+  const int64_t s = padded / group;
+  return {r * s, (r + 1) * s};
+}
+
 // Rank r's holding under `group` ranks sharing each unit (padding to a multiple of group);
 // full_range gives every rank the whole buffer (no_shard). `fill` cuts the values from `full`,
 // else the buffers hold a 0xFF pattern a load must overwrite.
@@ -160,7 +167,7 @@ inline RankHolding make_holding(const FullState& full, int r, int group, bool fu
     s.tensors = unit_tensors(full.layouts[u]);
     s.padded_numel = round_up(full.layouts[u].numel, group);
     auto range = full_range ? std::make_pair<int64_t, int64_t>(0, int64_t(s.padded_numel))
-                            : shard_range(s.padded_numel, r, group);
+                            : shard_bounds(s.padded_numel, r, group);
     s.begin = range.first;
     s.end = range.second;
     s.write = write;

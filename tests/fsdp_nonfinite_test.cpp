@@ -19,8 +19,8 @@ namespace {
 // Writes `value` into element `index` of unit 0's tensor `name` on the rank that owns it (every
 // rank calls it: set_shard is collective for some strategies).
 void poke_root(Engine& eng, const std::string& name, int64_t index, float value) {
-  const UnitLayout layout = unit_layout(eng.model(), kRootUnit);
-  const ParamEntry& e = layout.find(name);
+  const FlatLayout& layout = eng.layout(kRootUnit);
+  const FlatEntry& e = layout.entries()[static_cast<size_t>(layout.find(name))];
   UnitShard s = eng.get_shard(kRootUnit);
   const int64_t at = e.offset + index;
   if (at >= s.range.offset && at < s.range.end()) s.states["params"][at - s.range.offset] = value;
@@ -92,7 +92,7 @@ TEST(FsdpNonFinite, NaNLeftInParametersByTheUpdateIsNamed) {
   // A row of wpe past T: no forward or backward reads it, so loss and gradients stay finite, and
   // only the check after the update sees it (weight decay keeps it NaN).
   const std::string msg = run_until_error(test_config(Strategy::full_shard), 2, 2, [](Engine& e) {
-    poke_root(e, "wpe.weight", 15 * e.model().n_embd + 3, kNaN);
+    poke_root(e, "wpe.weight", 15 * tiny_model().n_embd + 3, kNaN);
   });
   expect_has(msg, "step 1: the optimizer update left NaN or Inf in the parameters of unit 0");
   expect_has(msg, " on rank ");

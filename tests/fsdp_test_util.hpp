@@ -43,16 +43,16 @@ inline EngineConfig test_config(Strategy s) {
 struct GlobalBatch {
   std::vector<int> tokens, targets;  // (rows, T)
 };
-inline GlobalBatch make_batch(const GPTConfig& cfg, int rows, int T, int step) {
+inline GlobalBatch make_batch(int vocab, int rows, int T, int step) {
   GlobalBatch b;
   std::mt19937 gen(1000 + step);
-  std::uniform_int_distribution<int> d(0, cfg.vocab_size - 1), coin(0, 3);
+  std::uniform_int_distribution<int> d(0, vocab - 1), coin(0, 3);
   for (int r = 0; r < rows; ++r) {
     int x = d(gen);
     std::vector<int> seq;
     for (int t = 0; t <= T; ++t) {
       seq.push_back(x);
-      x = coin(gen) == 0 ? d(gen) : (x * 7 + 3) % cfg.vocab_size;
+      x = coin(gen) == 0 ? d(gen) : (x * 7 + 3) % vocab;
     }
     for (int t = 0; t < T; ++t) {
       b.tokens.push_back(seq[t]);
@@ -60,6 +60,10 @@ inline GlobalBatch make_batch(const GPTConfig& cfg, int rows, int T, int step) {
     }
   }
   return b;
+}
+
+inline GlobalBatch make_batch(const GPTConfig& cfg, int rows, int T, int step) {
+  return make_batch(cfg.vocab_size, rows, T, step);
 }
 
 struct RunResult {
@@ -73,9 +77,10 @@ struct RunResult {
 };
 
 // Runs `steps` steps of the engine on `ranks` local ranks. Each step's global batch has
-// ranks * K * B rows; rank r's micro-batch k takes rows (k * ranks + r) * B .. + B.
-inline RunResult run_engine(const GPTConfig& model, EngineConfig ec, int ranks, int steps, int B,
-                            int T, int K = 1, int64_t mem_limit = 0,
+// ranks * K * B rows; rank r's micro-batch k takes rows (k * ranks + r) * B .. + B. Any model
+// (a GPTConfig converts to GPT-2's).
+inline RunResult run_engine(const Model& model, EngineConfig ec, int ranks, int steps, int B, int T,
+                            int K = 1, int64_t mem_limit = 0,
                             std::function<void(Engine&, int step)> after_step = nullptr) {
   RunResult out;
   out.persistent.resize(ranks);
@@ -87,7 +92,7 @@ inline RunResult run_engine(const GPTConfig& model, EngineConfig ec, int ranks, 
   launch(lo, [&](RankContext& ctx) {
     Engine eng(*ctx.device, *ctx.comm, ctx.recorder, model, ec);
     for (int s = 0; s < steps; ++s) {
-      GlobalBatch gb = make_batch(model, ranks * K * B, T, s);
+      GlobalBatch gb = make_batch(model.vocab_size(), ranks * K * B, T, s);
       std::vector<const int*> tok, tgt;
       for (int k = 0; k < K; ++k) {
         const int64_t row = (static_cast<int64_t>(k) * ranks + ctx.rank) * B;

@@ -112,39 +112,45 @@ TEST(WrapPolicy, EachPolicyMakesTheUnitsItNames) {
   EXPECT_EQ(names(plan("size:12704")), names(plan("block")));
   EXPECT_EQ(names(plan("size:12705")), names(plan("whole")));
 
-  // Every policy: each parameter element in exactly one unit, and the places agree with them.
+  // Every policy: each stage (so each parameter element) in exactly one unit, and the places
+  // agree with the units' buffers.
+  const Model model(m);
   for (const char* p : kPolicies) {
     SCOPED_TRACE(p);
     const WrapPlan w = plan(p);
     int64_t total = 0;
-    std::set<std::pair<int, int64_t>> starts;  // (model unit, offset) of every segment
-    for (const WrapUnit& u : w.units) {
+    std::set<int> seen;
+    for (size_t u = 0; u < w.units.size(); ++u) {
       int64_t n = 0;
-      for (const WrapSegment& s : u.segments) {
-        n += s.numel;
-        EXPECT_TRUE(starts.insert({s.model_unit, s.offset}).second);
+      for (int s : w.units[u].stages) {
+        EXPECT_TRUE(seen.insert(s).second);
+        EXPECT_EQ(w.place[s].unit, static_cast<int>(u));
+        EXPECT_EQ(w.place[s].offset, n);  // one after the other, in the unit's order
+        n += model.stage(s).numel();
       }
-      EXPECT_EQ(n, u.numel);
-      total += u.numel;
+      EXPECT_EQ(n, w.units[u].numel);
+      total += w.units[u].numel;
     }
+    EXPECT_EQ(static_cast<int>(seen.size()), model.num_stages());
     EXPECT_EQ(total, m.num_params());
-    EXPECT_EQ(w.root.unit, 0);
-    EXPECT_EQ(w.root.offset, 0);
+    EXPECT_EQ(w.place[0].unit, 0);  // the embedding: the root, first
+    EXPECT_EQ(w.place[0].offset, 0);
     for (int l = 0; l < m.n_layer; ++l) {
-      EXPECT_EQ(w.attn_numel + w.mlp_numel, unit_layout(m, block_unit(l)).numel);
+      const int attn = 1 + 2 * l, mlp = 2 + 2 * l;
+      EXPECT_EQ(model.stage(attn).numel() + model.stage(mlp).numel(),
+                unit_layout(m, block_unit(l)).numel);
       // Within one unit, a block's MLP half follows its attention half.
-      if (w.attn[l].unit == w.mlp[l].unit) {
-        EXPECT_EQ(w.mlp[l].offset, w.attn[l].offset + w.attn_numel);
+      if (w.place[attn].unit == w.place[mlp].unit) {
+        EXPECT_EQ(w.place[mlp].offset, w.place[attn].offset + model.stage(attn).numel());
       }
-      EXPECT_LE(w.mlp[l].offset + w.mlp_numel, w.units[w.mlp[l].unit].numel);
     }
   }
 }
 
 TEST(WrapPolicy, ScheduleGathersEachUnitFromItsFirstUseToItsLast) {
-  const GPTConfig m = three_blocks();
+  const Model m(three_blocks());  // stages: embedding, (attn, mlp) x 3, head
   const WrapPlan layer = make_wrap_plan(m, parse_wrap_policy("layer"));
-  const PassSchedule f = forward_schedule(layer, m.n_layer);
+  const PassSchedule f = forward_schedule(m, layer);
   // embed, (attn, mlp) x 3, head; the root stays gathered until the head.
   ASSERT_EQ(f.uses.size(), 8u);
   EXPECT_EQ(f.order, (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
@@ -153,9 +159,9 @@ TEST(WrapPolicy, ScheduleGathersEachUnitFromItsFirstUseToItsLast) {
   EXPECT_EQ(f.uses[7].release, (std::vector<int>{0}));
   // Backward with act-ckpt: the recompute needs both halves (MLP first, the order backward uses
   // them), the attention half is freed after its own backward.
-  const PassSchedule b = backward_schedule(layer, m.n_layer, true);
+  const PassSchedule b = backward_schedule(m, layer, true);
   ASSERT_EQ(b.uses.size(), 1u + 3 * 3 + 1);
-  EXPECT_EQ(b.uses[1].kind, UseKind::recompute);
+  EXPECT_TRUE(b.uses[1].recompute);
   EXPECT_EQ(b.uses[1].units, (std::vector<int>{6, 5}));
   EXPECT_TRUE(b.uses[1].release.empty());
   EXPECT_EQ(b.uses[2].release, (std::vector<int>{6}));
@@ -164,16 +170,17 @@ TEST(WrapPolicy, ScheduleGathersEachUnitFromItsFirstUseToItsLast) {
   EXPECT_EQ(b.uses.back().release, (std::vector<int>{0}));
   // size:5000 puts the attention halves in the root: the root is used by every block's attention.
   const WrapPlan sz = make_wrap_plan(m, parse_wrap_policy("size:5000"));
-  const PassSchedule fs = forward_schedule(sz, m.n_layer);
-  EXPECT_EQ(fs.uses[1].kind, UseKind::attn);
+  const PassSchedule fs = forward_schedule(m, sz);
+  EXPECT_EQ(fs.uses[1].stages, (std::vector<int>{1}));
+  EXPECT_EQ(m.stage(fs.uses[1].stages[0]).role(), "attn");
   EXPECT_EQ(fs.uses[1].units, (std::vector<int>{0}));
   EXPECT_EQ(fs.order, (std::vector<int>{0, 1, 2, 3}));
   // whole: one unit, gathered once per pass.
-  const PassSchedule fw = forward_schedule(make_wrap_plan(m, parse_wrap_policy("whole")), 3);
+  const PassSchedule fw = forward_schedule(m, make_wrap_plan(m, parse_wrap_policy("whole")));
   EXPECT_EQ(fw.order, (std::vector<int>{0}));
   for (size_t i = 0; i + 1 < fw.uses.size(); ++i) EXPECT_TRUE(fw.uses[i].release.empty());
   // keep_root: the head's forward releases nothing, and nothing else changes.
-  const PassSchedule fk = forward_schedule(layer, m.n_layer, true);
+  const PassSchedule fk = forward_schedule(m, layer, true);
   ASSERT_EQ(fk.uses.size(), f.uses.size());
   EXPECT_TRUE(fk.uses.back().release.empty());
   for (size_t i = 0; i + 1 < fk.uses.size(); ++i) EXPECT_EQ(fk.uses[i].release, f.uses[i].release);

@@ -213,8 +213,10 @@ ojson index_to_json(const CheckpointIndex& index) {
   return j;
 }
 
-CheckpointIndex index_from_json(const json& j, const std::string& path) {
-  CheckpointIndex ix;
+namespace {
+
+// The index's fields, each checked for its type and range.
+void parse_index(const json& j, const std::string& path, CheckpointIndex& ix) {
   try {
     if (!j.is_object() || j.value("format", "") != kIndexFormat)
       SL_THROW(IoError, path, ": not a shardlab checkpoint index (field \"format\" is not \"",
@@ -264,7 +266,11 @@ CheckpointIndex index_from_json(const json& j, const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     SL_THROW(IoError, path, ": malformed index: ", e.what());
   }
+}
 
+// The tensors against the states and files: every tensor has chunks for every state that tile
+// it, and every byte of every file belongs to exactly one chunk.
+void check_index(const CheckpointIndex& ix, const std::string& path) {
   // Byte ranges each file's chunks claim, [offset, offset + 4 * count), to check they tile it.
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> claimed;
   std::set<std::string> names;
@@ -319,6 +325,14 @@ CheckpointIndex index_from_json(const json& j, const std::string& path) {
       SL_THROW(IoError, path, ": file ", f.name, ": bytes [", next, ", ", f.bytes,
                ") are covered by no chunk's checksum");
   }
+}
+
+}  // namespace
+
+CheckpointIndex index_from_json(const json& j, const std::string& path) {
+  CheckpointIndex ix;
+  parse_index(j, path, ix);
+  check_index(ix, path);
   return ix;
 }
 

@@ -1,24 +1,20 @@
-// Activation checkpointing (EngineConfig::act_ckpt): forward keeps only each block's input, which
-// the residual stream holds anyway, and drops the block's activations; backward runs the block's
-// forward again from that input just before the block's backward. One extra forward per block
-// buys L blocks' activations (docs/memory.md).
+// Activation checkpointing (EngineConfig::act_ckpt), one layer of the model at a time: after the
+// layer's forward, what its stages saved is dropped (its input stays in what the pass keeps
+// between stages); before its backward, its stages' forward runs again from that input. One extra
+// forward per layer buys all layers' saved activations but one (docs/memory.md).
 #include "core/fsdp/engine_impl.hpp"
 
 namespace shardlab {
 
-void Engine::Impl::drop_block_activations(BlockActivations& acts) {
-  if (cfg.act_ckpt) acts.release();
+void Engine::Impl::release_saved(Pass& pass, const StageUse& use) {
+  const std::vector<int>& stages =
+      use.layer >= 0 ? model.layers()[static_cast<size_t>(use.layer)].stages : use.stages;
+  for (int s : stages) model.stage(s).release(pass);
 }
 
-void Engine::Impl::recompute_block(int layer, BlockActivations& acts, const float* x, int B,
-                                   int T) {
-  if (!cfg.act_ckpt) return;
-  ComputeSpan s(rec, "recompute", wrap.mlp[layer].unit, cfg.compute_slowdown);
-  acts.allocate();
-  const int64_t btc = static_cast<int64_t>(B) * T * model.n_embd;
-  Buffer y = dev.alloc(btc * 4, MemCategory::workspace);  // (B, T, C), discarded
-  block_attn_forward(dev, model, acts, x, piece_params(wrap.attn[layer]), B, T);
-  block_mlp_forward(dev, model, y.f32(), acts, piece_params(wrap.mlp[layer]), B, T);
+void Engine::Impl::recompute(Pass& pass, const StageUse& use) {
+  StragglerSpan span(rec, "recompute", use.units.front(), cfg.compute_slowdown);
+  for (int s : use.stages) model.stage(s).recompute(pass, stage_args(s, false));
 }
 
 }  // namespace shardlab

@@ -1,21 +1,17 @@
-// The FSDP engine: construction (groups from the mesh, units, persistent state) and the schedule
-// of one micro-batch's forward and backward. The unit lifecycle pieces live in the files that
-// engine_impl.hpp lists.
+// The FSDP engine: construction (groups from the mesh, units, persistent state) and one
+// micro-batch: the model's stages forward, then in reverse, each with its units gathered. The
+// unit lifecycle pieces live in the files that engine_impl.hpp lists.
 #include "core/fsdp/engine.hpp"
-
-#include <numeric>
 
 #include "core/base/error.hpp"
 #include "core/fsdp/engine_impl.hpp"
 #include "core/kernels/elementwise.hpp"
-#include "core/model/params.hpp"
 
 namespace shardlab {
 
 // ---- construction -------------------------------------------------------------------------
 
-Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,
-                   const EngineConfig& c)
+Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const Model& m, const EngineConfig& c)
     : dev(d),
       world(w),
       rec(r),
@@ -23,7 +19,6 @@ Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,
       cfg(c),
       spec(&strategy_spec(c.strategy)),
       accum(grad_accum(c.strategy, c.reduce_dtype, c.accum_mode)) {
-  model.validate();
   cfg.optim.validate();
   SL_CHECK(cfg.prefetch >= 0, "engine: prefetch ", cfg.prefetch, " must be >= 0");
   SL_CHECK(cfg.compute_slowdown >= 1.0 && cfg.compute_slowdown <= 1000.0,
@@ -64,27 +59,24 @@ Engine::Impl::Impl(Device& d, Communicator& w, Recorder* r, const GPTConfig& m,
 
   wrap = make_wrap_plan(model, parse_wrap_policy(cfg.wrap));
   init_units();
-  fwd = forward_schedule(wrap, model.n_layer, cfg.keep_root && gathers());
-  bwd = backward_schedule(wrap, model.n_layer, cfg.act_ckpt);
+  fwd = forward_schedule(model, wrap, cfg.keep_root && gathers());
+  bwd = backward_schedule(model, wrap, cfg.act_ckpt);
 }
 
 void Engine::Impl::init_units() {
   const int U = static_cast<int>(wrap.units.size());
-  std::vector<UnitLayout> model_units;
-  for (int m = 0; m < shardlab::num_units(model); ++m) model_units.push_back(unit_layout(model, m));
   units.resize(U);
   for (int id = 0; id < U; ++id) {
     FsdpUnit& u = units[id];
     u.id = id;
-    // The unit's entries: its segments' parameters, one after the other.
+    // The unit's entries: its stages' parameters, one after the other.
     std::vector<FlatEntry> entries;
     int64_t at = 0;
-    for (const WrapSegment& seg : wrap.units[id].segments) {
-      for (const ParamEntry& e : model_units[seg.model_unit].entries)
-        if (e.offset >= seg.offset && e.offset < seg.offset + seg.numel)
-          entries.push_back({e.name, e.shape, at + e.offset - seg.offset, e.numel});
-      at += seg.numel;
-    }
+    for (int s : wrap.units[id].stages)
+      for (const StageParam& p : model.stage(s).params()) {
+        entries.push_back({p.name, p.shape, at, p.numel()});
+        at += p.numel();
+      }
     u.layout = FlatLayout(std::move(entries), mesh.shard_size);
     const int64_t P = u.layout.padded_numel();
     u.own = mesh.shard_size > 1 ? u.layout.shard_range(mesh.shard_rank) : ShardRange{0, P};
@@ -106,20 +98,14 @@ void Engine::Impl::init_units() {
     std::vector<float> host;
     if (dev.holds_data()) {
       host.assign(static_cast<size_t>(P), 0.0f);
-      int64_t dst = 0;
-      for (const WrapSegment& seg : wrap.units[id].segments) {
-        std::vector<float> whole(model_units[seg.model_unit].numel);
-        init_unit(model, seg.model_unit, cfg.seed, whole.data());
-        std::copy(whole.begin() + seg.offset, whole.begin() + seg.offset + seg.numel,
-                  host.begin() + dst);
-        dst += seg.numel;
-      }
+      for (int s : wrap.units[id].stages)
+        init_params(model.stage(s).params(), cfg.seed, host.data() + wrap.place[s].offset);
     }
     const auto from = [&](int64_t offset) { return host.empty() ? nullptr : host.data() + offset; };
     const int64_t first = full_params() ? 0 : u.own.offset;
     if (!mixed()) {
       sdev.copy_from_host(u.params.data(), from(first), n_params * 4);
-    } else if (params_off()) {  // cast on the host, from the initial values
+    } else if (all_state_on_host()) {  // cast on the host, from the initial values
       odev.copy_from_host(u.master.data(), from(u.own.offset), u.own.size * 4);
       cast_from_f32(sdev, u.params.data(), cfg.param_dtype, u.master.f32(), n_params);
     } else {
@@ -136,127 +122,81 @@ void Engine::Impl::init_units() {
 
 float Engine::Impl::forward_backward(const int* tokens, const int* targets, int B, int T, int micro,
                                      int K) {
-  SL_CHECK(B >= 1 && T >= 1 && T <= model.max_seq_len, "engine: batch (B ", B, ", T ", T,
-           ") must have B >= 1 and 1 <= T <= max_seq_len ", model.max_seq_len);
+  const int max_t = model.max_seq_len();
+  SL_CHECK(B >= 1 && T >= 1 && (max_t <= 0 || T <= max_t), "engine: batch (B ", B, ", T ", T,
+           ") must have B >= 1 and 1 <= T <= max_seq_len ", max_t);
   SL_CHECK(micro >= 0 && micro < K, "engine: micro-batch ", micro, " outside [0, ", K, ")");
   SL_CHECK(targets != nullptr, "engine: training needs targets");
-  const bool last = micro == K - 1;
-  const int L = model.n_layer;
-  const int64_t btc = static_cast<int64_t>(B) * T * model.n_embd;
   // Each rank's loss is a mean over its own tokens; the reductions sum over N ranks and the
   // micro-batches add up, so the gradient of the global mean needs 1 / (N K).
   const float loss_scale = 1.0f / static_cast<float>(static_cast<int64_t>(mesh.world) * K);
-  // The residual stream: the input of every block, then the head's input.
-  Buffer residuals = dev.alloc((L + 1) * btc * 4, MemCategory::activations);  // (L+1, B, T, C)
-  float* res = residuals.f32();
-  std::vector<BlockActivations> acts;
-  acts.reserve(L);
-  HeadActivations head;
-
-  // ---- forward: root (embeddings), blocks in order, root (head and loss). Each use gathers the
-  // units it needs (and prefetches those after them), and reshards the units it used last.
-  float loss = 0;
-  for (const UnitUse& use : fwd.uses) {
-    for (int id : use.units) unshard_at(fwd.order, fwd.pos[id]);
-    const int l = use.layer;
-    const int span_unit = use.units.front();
-    switch (use.kind) {
-      case UseKind::embed: {
-        ComputeSpan s(rec, "forward", span_unit, cfg.compute_slowdown);
-        embedding_forward(dev, model, res, tokens, piece_params(wrap.root), B, T);
-        break;
-      }
-      case UseKind::block:
-      case UseKind::attn:
-      case UseKind::mlp: {
-        if (use.kind != UseKind::mlp) acts.emplace_back(dev, model, B, T);
-        {
-          ComputeSpan s(rec, "forward", span_unit, cfg.compute_slowdown);
-          if (use.kind != UseKind::mlp)
-            block_attn_forward(dev, model, acts[l], res + l * btc, piece_params(wrap.attn[l]), B,
-                               T);
-          if (use.kind != UseKind::attn)
-            block_mlp_forward(dev, model, res + (l + 1) * btc, acts[l], piece_params(wrap.mlp[l]),
-                              B, T);
-        }
-        if (use.kind != UseKind::attn) drop_block_activations(acts[l]);
-        break;
-      }
-      case UseKind::head: {
-        head = HeadActivations(dev, model, B, T);
-        ComputeSpan s(rec, "forward", span_unit, cfg.compute_slowdown);
-        loss =
-            head_forward(dev, model, head, res + L * btc, targets, piece_params(wrap.root), B, T);
-        break;
-      }
-      case UseKind::recompute: SL_CHECK(false, "engine: recompute in the forward schedule");
-    }
-    for (int id : use.release) reshard(units[id]);
-  }
-
-  // ---- backward: root (head), blocks in reverse, root (embeddings); a unit's gradient is
-  // reduced as soon as its last use here is done.
-  Buffer dres = dev.alloc(btc * 4, MemCategory::workspace);  // (B, T, C), reused through the stack
-  // A root kept from the forward (--keep-root) is gathered already, so the head's unshard_at
-  // returns at once: start the gathers after it here, as that call would have.
-  const int root = wrap.root.unit;
-  if (units[root].unsharded && gathers()) prefetch(bwd.order, bwd.pos[root]);
-  for (const UnitUse& use : bwd.uses) {
-    for (int id : use.units) unshard_at(bwd.order, bwd.pos[id]);
-    const int l = use.layer;
-    const int span_unit = use.units.front();
-    switch (use.kind) {
-      case UseKind::head: {
-        {
-          ComputeSpan s(rec, "backward", span_unit, cfg.compute_slowdown);
-          float* g = piece_grads(wrap.root);
-          head_backward(dev, model, dres.f32(), g, head, res + L * btc, targets,
-                        piece_params(wrap.root), B, T, loss_scale, piece_grad_write(wrap.root));
-        }
-        head.release();
-        break;
-      }
-      case UseKind::recompute: recompute_block(l, acts[l], res + l * btc, B, T); break;
-      case UseKind::block:
-      case UseKind::mlp:
-      case UseKind::attn: {
-        {
-          ComputeSpan s(rec, "backward", span_unit, cfg.compute_slowdown);
-          if (use.kind != UseKind::attn) {
-            float* g = piece_grads(wrap.mlp[l]);
-            block_mlp_backward(dev, model, dres.f32(), g, dres.f32(), acts[l],
-                               piece_params(wrap.mlp[l]), B, T, piece_grad_write(wrap.mlp[l]));
-          }
-          if (use.kind != UseKind::mlp) {
-            float* g = piece_grads(wrap.attn[l]);
-            block_attn_backward(dev, model, dres.f32(), g, acts[l], res + l * btc,
-                                piece_params(wrap.attn[l]), B, T, piece_grad_write(wrap.attn[l]));
-          }
-        }
-        if (use.kind != UseKind::mlp) acts[l].release();
-        break;
-      }
-      case UseKind::embed: {
-        ComputeSpan s(rec, "backward", span_unit, cfg.compute_slowdown);
-        float* g = piece_grads(wrap.root);
-        embedding_backward(dev, model, g, tokens, dres.f32(), B, T, piece_grad_write(wrap.root));
-        break;
-      }
-    }
-    for (int id : use.release) {
-      reshard(units[id]);
-      after_unit_backward(units[id], last);
-    }
-  }
-  dres.reset();
-  residuals.reset();
+  // What flows between the stages (GPT-2: the residual stream), for the forward and the backward.
+  std::unique_ptr<Pass> pass = model.begin(dev, MicroBatch{tokens, targets, B, T, loss_scale});
+  run_forward(*pass);
+  pass->begin_backward();
+  // A unit kept from the forward (--keep-root) is gathered already, so the first backward use's
+  // unshard_at returns at once: start the gathers after it here, as that call would have.
+  if (gathers() && units[bwd.order.front()].unsharded) prefetch(bwd.order, 0);
+  run_backward(*pass, micro == K - 1);
+  pass->end_backward();
+  const float loss = pass->loss;
+  pass.reset();
   drain(0);
   return loss;
 }
 
+// Each use gathers the units it needs (and prefetches those after them), runs its stages, and
+// reshards the units it used last.
+void Engine::Impl::run_forward(Pass& pass) {
+  for (const StageUse& use : fwd.uses) {
+    for (int id : use.units) unshard_at(fwd.order, fwd.pos[id]);
+    {
+      StragglerSpan span(rec, "forward", use.units.front(), cfg.compute_slowdown);
+      for (int s : use.stages) model.stage(s).forward(pass, stage_args(s, false));
+    }
+    if (cfg.act_ckpt && use.layer >= 0 && use.ends_layer) release_saved(pass, use);
+    for (int id : use.release) reshard(units[id]);
+  }
+}
+
+// The stages in reverse; a unit's gradient is reduced as soon as its last use here is done.
+void Engine::Impl::run_backward(Pass& pass, bool last_micro) {
+  for (const StageUse& use : bwd.uses) {
+    for (int id : use.units) unshard_at(bwd.order, bwd.pos[id]);
+    if (use.recompute) {
+      recompute(pass, use);
+    } else {
+      StragglerSpan span(rec, "backward", use.units.front(), cfg.compute_slowdown);
+      for (int s : use.stages) model.stage(s).backward(pass, stage_args(s, true));
+    }
+    if (use.ends_layer) release_saved(pass, use);
+    for (int id : use.release) {
+      reshard(units[id]);
+      after_unit_backward(units[id], last_micro);
+    }
+  }
+}
+
+StageArgs Engine::Impl::stage_args(int s, bool backward) {
+  const auto view = [&](const StagePlace& p, int64_t offset) {
+    FsdpUnit& u = units[p.unit];
+    ParamView v;
+    v.w = compute_params(u) + p.offset + offset;
+    if (backward) {  // grad_target first: it may start the unit's gradient, unwritten
+      v.g = grad_target(u) + p.offset + offset;
+      v.write = u.dflat_unwritten ? GradWrite::overwrite : GradWrite::accumulate;
+    }
+    return v;
+  };
+  StageArgs a;
+  a.own = view(wrap.place[s], 0);
+  for (const TieRef& t : model.ties(s)) a.tied.push_back(view(wrap.place[t.owner], t.offset));
+  return a;
+}
+
 // ---- public API -----------------------------------------------------------------------------
 
-Engine::Engine(Device& dev, Communicator& world, Recorder* recorder, const GPTConfig& model,
+Engine::Engine(Device& dev, Communicator& world, Recorder* recorder, const Model& model,
                const EngineConfig& cfg)
     : impl_(std::make_unique<Impl>(dev, world, recorder, model, cfg)) {}
 
@@ -319,7 +259,7 @@ float Engine::world_mean(float v) {
   return v / static_cast<float>(w.size());
 }
 
-const GPTConfig& Engine::model() const { return impl_->model; }
+const Model& Engine::model() const { return impl_->model; }
 const EngineConfig& Engine::config() const { return impl_->cfg; }
 int Engine::num_units() const { return static_cast<int>(impl_->units.size()); }
 int Engine::rank() const { return impl_->world.rank(); }

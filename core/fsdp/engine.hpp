@@ -1,14 +1,17 @@
-// The FSDP engine: trains the GPT of core/model on one rank of a data-parallel group, with every
-// sharding strategy of strategy.hpp. Units are the root (embeddings, ln_f, tied head) and one per
-// transformer block; each unit's parameters live in one flat buffer padded to a multiple of the
-// shard group size, and rank r of the group owns [r*S, (r+1)*S).
+// The FSDP engine: trains a model (core/model/model.hpp: an ordered list of stages) on one rank
+// of a data-parallel group, with every sharding strategy of strategy.hpp. It knows the model only
+// as stages with parameters, a forward and a backward. The wrap policy (wrap_policy.hpp,
+// EngineConfig::wrap) groups the stages into units; each unit's parameters live in one flat
+// buffer padded to a multiple of the shard group size, and rank r of the group owns
+// [r*S, (r+1)*S).
 //
 // One step (docs/fsdp.md has the picture):
-//   for each of K micro-batches: forward (unshard unit -> compute -> reshard), backward in reverse
-//   (unshard -> compute -> reduce its gradient as soon as it is done -> reshard); the gradient
-//   collectives run only on the last micro-batch unless the strategy keeps only gradient shards;
-//   then global-norm clipping, AdamW on the rank's shard, and for shard_optim / shard_grad_op an
-//   all-gather of the updated parameters.
+//   for each of K micro-batches: the stages' forward in order, each with its units gathered
+//   (unshard, prefetching the next, reshard after a unit's last use), then their backward in
+//   reverse (unshard -> compute -> reduce a unit's gradient as soon as its last use is done ->
+//   reshard); the gradient collectives run only on the last micro-batch unless the strategy keeps
+//   only gradient shards; then global-norm clipping, AdamW on the rank's shard, and for
+//   shard_optim / shard_grad_op an all-gather of the updated parameters.
 // All memory goes through the rank's Device (and so its tracker) under the categories of
 // core/memory/tracker.hpp; all communication goes through Communicator and is counted there.
 #pragma once
@@ -25,7 +28,7 @@
 #include "core/fsdp/engine_config.hpp"
 #include "core/fsdp/flat_param.hpp"
 #include "core/fsdp/strategy.hpp"
-#include "core/model/config.hpp"
+#include "core/model/model.hpp"
 #include "core/optim/optimizer.hpp"
 
 namespace shardlab {
@@ -63,8 +66,9 @@ struct UnitShard {
 class Engine {
  public:
   // Collective over `world` (splits it into the shard and replica groups). Allocates persistent
-  // state (params, grads, optimizer state) and initialises parameters from cfg.seed.
-  Engine(Device& dev, Communicator& world, Recorder* recorder, const GPTConfig& model,
+  // state (params, grads, optimizer state) and initialises parameters from cfg.seed by the
+  // stages' init rules. A GPTConfig converts to its GPT-2 Model.
+  Engine(Device& dev, Communicator& world, Recorder* recorder, const Model& model,
          const EngineConfig& cfg);
   ~Engine();
   Engine(const Engine&) = delete;
@@ -87,7 +91,7 @@ class Engine {
   // Mean of a value over the world (loss reporting); not counted in StepStats' traffic.
   float world_mean(float v);
 
-  const GPTConfig& model() const;
+  const Model& model() const;
   const EngineConfig& config() const;
   int num_units() const;
   int rank() const;
@@ -98,7 +102,7 @@ class Engine {
   int64_t num_params() const;
   int steps_done() const;
 
-  // Full fp32 parameters of a unit (unpadded, unit_layout order), on every rank. Collective.
+  // Full fp32 parameters of a unit (unpadded, layout(unit) order), on every rank. Collective.
   std::vector<float> gather_unit_params(int unit);
   // The reduced fp32 gradient of a unit (unpadded), on every rank: valid after the last
   // forward_backward of a step and before optimizer_step. Collective.

@@ -15,9 +15,11 @@ namespace shardlab {
 // What lives in host memory instead of device memory (--offload). optim: the optimizer state of
 // the rank's owned range (m, v, the fp32 master copy) and the optimizer step over it; the
 // gradient shard is copied device -> host before the step and the updated parameters back.
-// params: the parameter and gradient shards too (full_shard, hybrid_shard): a unit's parameter
-// shard is copied up before its all-gather, its reduced gradient shard down after the
-// reduce-scatter, and the optimizer step runs on the host with no copies.
+// params (PyTorch's CPUOffload(offload_params=True), whose name it keeps): more than parameters,
+// everything a rank keeps between steps: the parameter shards, their gradient shards and the
+// optimizer state (full_shard, hybrid_shard). A unit's parameter shard is copied up before its
+// all-gather, its reduced gradient shard down after the reduce-scatter, and the optimizer step
+// runs on the host with no copies.
 enum class Offload : uint8_t { none, optim, params };
 const char* offload_name(Offload o);
 // "none", "optim" or "params"; throws InvalidArgument naming --offload otherwise.

@@ -1,5 +1,5 @@
 // The engine's internal state, shared by its source files (engine.cpp: construction and the
-// step's schedule; act_ckpt.cpp: activation checkpointing; unshard.cpp: gather and reshard;
+// walk over the stages; act_ckpt.cpp: activation checkpointing; unshard.cpp: gather and reshard;
 // prefetch.cpp: the all-gathers issued ahead; grad_reduce.cpp: gradient collectives;
 // clip_grad_norm.cpp: global-norm clipping; optim_step.cpp: divergence checks and the optimizer;
 // shard_access.cpp: a unit's parameters, gradients and shards for tests and checkpoints).
@@ -15,25 +15,26 @@
 #include "core/fsdp/engine.hpp"
 #include "core/fsdp/mesh.hpp"
 #include "core/fsdp/wrap_policy.hpp"
-#include "core/model/layers.hpp"
+#include "core/model/model.hpp"
 #include "core/trace/recorder.hpp"
 
 namespace shardlab {
 
-// A compute-lane span that, under EngineConfig::compute_slowdown = F > 1, stretches the compute it
-// measures to F times its length (the sleep is inside the span: the trace shows a slow rank).
-class ComputeSpan {
+// A compute-lane span that also plays a straggler: under EngineConfig::compute_slowdown = F > 1
+// it stretches the compute it measures to F times its length by sleeping at its end (inside the
+// span, so the trace shows a slow rank).
+class StragglerSpan {
  public:
-  ComputeSpan(Recorder* rec, const char* op, int unit, double slowdown)
+  StragglerSpan(Recorder* rec, const char* op, int unit, double slowdown)
       : span_(rec, op, unit), slowdown_(slowdown), t0_(std::chrono::steady_clock::now()) {}
-  ~ComputeSpan() {
+  ~StragglerSpan() {
     if (slowdown_ <= 1.0) return;
     const auto took = std::chrono::steady_clock::now() - t0_;
     std::this_thread::sleep_for(
         std::chrono::duration_cast<std::chrono::nanoseconds>(took * (slowdown_ - 1.0)));
   }
-  ComputeSpan(const ComputeSpan&) = delete;
-  ComputeSpan& operator=(const ComputeSpan&) = delete;
+  StragglerSpan(const StragglerSpan&) = delete;
+  StragglerSpan& operator=(const StragglerSpan&) = delete;
 
  private:
   ScopedSpan span_;
@@ -74,13 +75,13 @@ struct PendingReduce {
 };
 
 struct Engine::Impl {
-  Impl(Device& dev, Communicator& world, Recorder* rec, const GPTConfig& model,
+  Impl(Device& dev, Communicator& world, Recorder* rec, const Model& model,
        const EngineConfig& cfg);
 
   Device& dev;
   Communicator& world;
   Recorder* rec;
-  GPTConfig model;
+  Model model;
   EngineConfig cfg;
   Mesh mesh;                 // shard and replica groups of this rank
   const StrategySpec* spec;  // the strategy's decisions (strategy.cpp)
@@ -93,10 +94,10 @@ struct Engine::Impl {
   int64_t copied_h2d = 0, copied_d2h = 0;      // bytes copied between the tiers, since construction
   std::unique_ptr<Communicator> shard_comm;    // the G ranks sharing a unit (null when G == 1)
   std::unique_ptr<Communicator> replica_comm;  // ranks holding the same shard (null when alone)
-  WrapPlan wrap;                               // what each unit holds (wrap_policy.hpp)
+  WrapPlan wrap;                               // which stages each unit holds (wrap_policy.hpp)
   std::vector<FsdpUnit> units;
   std::deque<PendingReduce> pending;
-  PassSchedule fwd, bwd;  // the units each compute step uses, and when each is resharded
+  PassSchedule fwd, bwd;  // the stages each compute step runs, the units it uses, when they go
   int inflight_gathers = 0;
   int steps = 0;
   float grad_coef = 1.0f;           // clipping factor applied in optimizer_step
@@ -114,15 +115,21 @@ struct Engine::Impl {
   // ---- construction (engine.cpp)
   void init_units();
 
-  // ---- the schedule (engine.cpp)
+  // ---- the schedule (engine.cpp): the stages' forward, then their backward in reverse
   float forward_backward(const int* tokens, const int* targets, int B, int T, int micro, int K);
+  void run_forward(Pass& pass);
+  void run_backward(Pass& pass, bool last_micro);
+  // What stage s computes with: its range of its unit's gathered parameters and, in backward,
+  // of the unit's gradient target (written or added to, as the unit's GradWrite says); the same
+  // for the parameters it is tied to.
+  StageArgs stage_args(int s, bool backward);
 
   // ---- activation checkpointing (act_ckpt.cpp)
-  // After a block's forward: drop its activations (its input stays in the residual stream).
-  void drop_block_activations(BlockActivations& acts);
-  // Before a block's backward: refill its activations by running its forward again from `x`
-  // (the block's halves gathered: both may be in one unit or in two).
-  void recompute_block(int layer, BlockActivations& acts, const float* x, int B, int T);
+  // Drops what the stages of a finished use saved: its layer's (or its root stage's).
+  void release_saved(Pass& pass, const StageUse& use);
+  // Before a layer's backward: its forward again from its input, which the pass keeps, to refill
+  // what release_saved dropped after its forward.
+  void recompute(Pass& pass, const StageUse& use);
 
   // ---- unshard / reshard (unshard.cpp)
   // Makes units[order[i]] usable for compute, first issuing the all-gathers of the next units in
@@ -131,15 +138,6 @@ struct Engine::Impl {
   void issue_gather(FsdpUnit& u);
   void reshard(FsdpUnit& u);
   const float* compute_params(const FsdpUnit& u) const;
-  // A piece's parameters and gradient target inside its unit (wrap.root, wrap.attn[l], ...).
-  const float* piece_params(const PiecePlace& p) {
-    return compute_params(units[p.unit]) + p.offset;
-  }
-  float* piece_grads(const PiecePlace& p) { return grad_target(units[p.unit]) + p.offset; }
-  // How backward writes into the piece's gradient; call after piece_grads.
-  GradWrite piece_grad_write(const PiecePlace& p) const {
-    return units[p.unit].dflat_unwritten ? GradWrite::overwrite : GradWrite::accumulate;
-  }
 
   // ---- prefetch (prefetch.cpp)
   void prefetch(const std::vector<int>& order, int i);  // the gathers ahead of order[i]
@@ -167,11 +165,12 @@ struct Engine::Impl {
   void optimizer_step();
   void* owned_params(FsdpUnit& u);  // param_dtype elements of the owned range
   void* owned_grads(FsdpUnit& u);   // reduce_dtype elements of the owned range
-  // Where the optimizer state lives and the step runs: the host tier under --offload optim.
+  // Where the optimizer state lives and the step runs: the host tier under any --offload.
   Device& optim_dev() { return host_dev ? *host_dev : dev; }
-  // --offload params: the parameter and gradient shards live on the host tier too.
-  bool params_off() const { return cfg.offload == Offload::params; }
-  Device& state_dev() { return params_off() ? *host_dev : dev; }
+  // --offload params: the parameter and gradient shards live on the host tier too, beside the
+  // optimizer state (state_dev: where the parameter and gradient shards are).
+  bool all_state_on_host() const { return cfg.offload == Offload::params; }
+  Device& state_dev() { return all_state_on_host() ? *host_dev : dev; }
   // Copies between the tiers, counted by direction and traced as copy-lane spans ("h2d", "d2h").
   // On a GPU they run on its copy stream (Device::copy_*_host_tier): a copy down returns with the
   // bytes on the host; a copy up returns at once (its span is the issue) and `read_by`'s stream

@@ -108,7 +108,7 @@ void Engine::Impl::issue_reduce(FsdpUnit& u) {
       p.dflat = std::move(u.dflat);  // the collective reads it: free it once that is done
     }
     p.add = !u.grads_fresh;
-    if (u.grads_fresh && !params_off()) {
+    if (u.grads_fresh && !all_state_on_host()) {
       p.recv = u.grads.data();
     } else {  // an earlier micro-batch's shard to add to, or the kept shard is on the host
       p.recv_tmp = dev.alloc(S * rsz(), MemCategory::comm_buffers);
@@ -143,7 +143,7 @@ void Engine::Impl::complete(PendingReduce& p) {
     replica_comm->all_reduce(p.recv, p.recv, S, cfg.reduce_dtype, ReduceOp::sum, false,
                              {u.id, "grads"});
   }
-  if (params_off()) {  // the reduced shard goes down to the host tier's gradient shard
+  if (all_state_on_host()) {  // the reduced shard goes down to the host tier's gradient shard
     const int64_t bytes = S * rsz();
     if (!p.add) {
       copy_d2h(u.grads.data(), p.recv, bytes, u.id);

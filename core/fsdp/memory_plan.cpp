@@ -13,7 +13,6 @@
 #include "core/fsdp/engine.hpp"
 #include "core/fsdp/flat_param.hpp"
 #include "core/fsdp/wrap_policy.hpp"
-#include "core/model/params.hpp"
 #include "core/trace/recorder.hpp"
 
 namespace shardlab {
@@ -22,7 +21,7 @@ int64_t PlanInput::psi() const {
   return std::accumulate(unit_numels.begin(), unit_numels.end(), int64_t{0});
 }
 
-PlanInput plan_input(const EngineConfig& engine, int world, const GPTConfig& model, int batch,
+PlanInput plan_input(const EngineConfig& engine, int world, const Model& model, int batch,
                      int seq_len, int accum) {
   PlanInput in;
   in.engine = engine;
@@ -125,12 +124,12 @@ struct StepPeak {
 // bytes of both tiers from the trackers, and with a cluster the step's virtual time.
 void simulate_step(MemoryPlan& plan) {
   const PlanInput& in = plan.input;
-  const GPTConfig& model = *in.model;
-  const int T = in.seq_len > 0 ? in.seq_len : model.max_seq_len;
+  const Model& model = *in.model;
+  const int T = in.seq_len > 0 ? in.seq_len : model.max_seq_len();
   SL_CHECK(in.batch >= 1 && in.accum >= 1, "plan: batch ", in.batch, " and accum ", in.accum,
            " must be >= 1");
-  SL_CHECK(T >= 1 && T <= model.max_seq_len, "plan: sequence length ", T, " must be in [1, ",
-           model.max_seq_len, "] (the model's max_seq_len)");
+  SL_CHECK(T >= 1 && T <= model.max_seq_len(), "plan: sequence length ", T, " must be in [1, ",
+           model.max_seq_len(), "] (the model's max_seq_len)");
   std::shared_ptr<const ClusterSpec> spec = in.cluster ? in.cluster : memory_only_cluster(in.world);
   const GemmMath math =
       in.math ? *in.math : (in.engine.param_dtype == DType::f32 ? GemmMath::fp32 : GemmMath::bf16);

@@ -29,7 +29,7 @@
 #include "core/fsdp/engine_config.hpp"
 #include "core/fsdp/strategy.hpp"
 #include "core/memory/tracker.hpp"
-#include "core/model/config.hpp"
+#include "core/model/model.hpp"
 #include "core/optim/optimizer.hpp"
 
 namespace shardlab {
@@ -46,10 +46,10 @@ struct PlanInput {
 
   // The run, for the transient part. Without a model the plan covers persistent state only (the
   // "model states" of the ZeRO paper's figure): states_only().
-  std::optional<GPTConfig> model;
-  int batch = 1;    // B: sequences per micro-batch per rank
-  int seq_len = 0;  // T (0: model.max_seq_len)
-  int accum = 1;    // K micro-batches per step
+  std::optional<Model> model;  // any model (a GPTConfig converts to GPT-2's)
+  int batch = 1;               // B: sequences per micro-batch per rank
+  int seq_len = 0;             // T (0: the model's max_seq_len)
+  int accum = 1;               // K micro-batches per step
   // The trainer keeps the rank's token ids and targets on the device (activations, B K T int32
   // each); tests that drive the engine directly from host arrays do not.
   bool token_buffers = false;
@@ -65,7 +65,7 @@ struct PlanInput {
 // of B x T (T = 0: the model's max_seq_len) per rank and step. Every caller that plans a run it
 // is about to make (the bench, the capacity search, `shardlab plan`, the tests) starts here, so
 // the plan sees every setting the engine sees.
-PlanInput plan_input(const EngineConfig& engine, int world, const GPTConfig& model, int batch,
+PlanInput plan_input(const EngineConfig& engine, int world, const Model& model, int batch,
                      int seq_len, int accum = 1);
 
 struct MemoryPlan {

@@ -8,15 +8,14 @@
 #include "core/base/error.hpp"
 #include "core/fsdp/engine_impl.hpp"
 #include "core/kernels/elementwise.hpp"
-#include "core/model/params.hpp"
 
 namespace shardlab {
 
 namespace {
-// "unit 2 (block 1)": which parameters a unit holds, for messages.
-std::string unit_what(const WrapPlan& w, int id) {
+// "unit 2 (block 1)": which parameters a unit holds, for messages; the root as the model says.
+std::string unit_what(const Model& m, const WrapPlan& w, int id) {
   const std::string& n = w.units[static_cast<size_t>(id)].name;
-  return "unit " + std::to_string(id) + " (" + (n == "root" ? "embeddings and ln_f" : n) + ")";
+  return "unit " + std::to_string(id) + " (" + (n == "root" ? m.root_label() : n) + ")";
 }
 }  // namespace
 
@@ -83,12 +82,12 @@ void Engine::Impl::optimizer_step() {
       // learning rate), hence the second check.
       const Optimizer::Checked c = u.opt->step_checked(p32, g32, n, grad_coef, !grads_known_finite);
       if (c.grads_nonfinite)
-        SL_THROW(Error, "step ", steps + 1, ": the reduced gradient of ", unit_what(wrap, u.id),
-                 " holds NaN or Inf on rank ", world.rank(), ": the run diverged (lower --lr, now ",
-                 cfg.optim.lr, ", or set --clip)");
+        SL_THROW(Error, "step ", steps + 1, ": the reduced gradient of ",
+                 unit_what(model, wrap, u.id), " holds NaN or Inf on rank ", world.rank(),
+                 ": the run diverged (lower --lr, now ", cfg.optim.lr, ", or set --clip)");
       if (c.params_nonfinite)
         SL_THROW(Error, "step ", steps + 1, ": the optimizer update left NaN or Inf in the ",
-                 "parameters of ", unit_what(wrap, u.id), " on rank ", world.rank(),
+                 "parameters of ", unit_what(model, wrap, u.id), " on rank ", world.rank(),
                  ": the run diverged (lower --lr, now ", cfg.optim.lr, ", or set --clip)");
       if (!off) {
         if (mixed()) cast_from_f32(state_dev(), owned_params(u), cfg.param_dtype, p32, n);

@@ -43,7 +43,7 @@ std::vector<float> Engine::gather_unit_grads(int unit) {
   FsdpUnit& u = m.units[unit];
   const int64_t n = u.own.size;
   Buffer mine = m.dev.alloc(n * 4, MemCategory::workspace);
-  if (m.params_off()) {  // the gradient shard is on the host: widen it there, then up
+  if (m.all_state_on_host()) {  // the gradient shard is on the host: widen it there, then up
     Buffer h = m.host_dev->alloc(n * 4, MemCategory::workspace);
     cast_to_f32(*m.host_dev, h.f32(), m.owned_grads(u), m.cfg.reduce_dtype, n);
     m.dev.copy_from_host(mine.data(), h.data(), n * 4);
@@ -95,7 +95,7 @@ void Engine::set_shard(int unit, const UnitShard& s) {
   for (const OptimizerState& st : u.opt->state())
     od.copy_from_host(st.data, get(st.name).data(), n * 4);
   const std::vector<float>& p = get(UnitShard::kParams);
-  if (m.mixed() && m.params_off()) {  // master and parameters both on the host tier
+  if (m.mixed() && m.all_state_on_host()) {  // master and parameters both on the host tier
     od.copy_from_host(u.master.data(), p.data(), n * 4);
     cast_from_f32(od, m.owned_params(u), m.cfg.param_dtype, u.master.f32(), n);
   } else if (m.mixed() && m.host_dev) {  // master on the host tier; the device casts its copy

@@ -81,7 +81,7 @@ AccumMode parse_accum_mode(const std::string& s);
 
 // How backward's fp32 gradient of a unit (computed per micro-batch) reaches the gradient a rank
 // keeps, and when it is reduced. Decided once from the strategy, reduce_dtype and the accumulation
-// mode; the engine (grad_reduce.cpp) and the planner (plan_schedule.cpp) switch on it.
+// mode; the engine switches on it (grad_reduce.cpp, optim_step.cpp).
 enum class GradAccum : uint8_t {
   direct,       // full fp32 gradients: backward adds into them; reduced on the last micro-batch
   fold,         // full gradients in reduce_dtype: backward writes an fp32 gradient, cast and added

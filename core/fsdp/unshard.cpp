@@ -18,7 +18,7 @@ void Engine::Impl::issue_gather(FsdpUnit& u) {
   // fills only the other ranks' slots, (N-1)/N of the buffer. The rank's own copy is done here,
   // before the rendezvous, instead of inside the collective while every rank waits for it.
   void* own = static_cast<char*>(u.gathered.data()) + shard_comm->rank() * S * psz();
-  if (params_off())
+  if (all_state_on_host())
     copy_h2d(own, u.params.data(), S * psz(), u.id, ReadBy::collective);
   else
     dev.copy(own, u.params.data(), S * psz());

@@ -1,11 +1,10 @@
-// The wrap policy: parsing, the pieces -> units assignment, and the schedule of one micro-batch.
+// The wrap policy: parsing, the stages -> units assignment, and the schedule of one micro-batch.
 #include "core/fsdp/wrap_policy.hpp"
 
 #include <algorithm>
 #include <cctype>
 
 #include "core/base/error.hpp"
-#include "core/model/params.hpp"
 
 namespace shardlab {
 
@@ -23,10 +22,6 @@ int64_t parse_count(const std::string& text, const std::string& digits, const ch
   if (v < 1) SL_THROW(InvalidArgument, "--wrap ", text, ": ", what, " must be >= 1");
   return v;
 }
-
-// Pieces in forward order: 0 = root, 1 + 2l = block l's attention half, 2 + 2l = its MLP half.
-int attn_piece(int l) { return 1 + 2 * l; }
-int mlp_piece(int l) { return 2 + 2 * l; }
 
 }  // namespace
 
@@ -54,141 +49,118 @@ std::string wrap_policy_name(const WrapPolicy& p) {
   return "?";
 }
 
-WrapPlan make_wrap_plan(const GPTConfig& cfg, const WrapPolicy& p) {
-  const int L = cfg.n_layer;
-  SL_CHECK(L >= 1, "wrap: the model has ", L, " blocks");
-  WrapPlan w;
-  const UnitLayout block0 = unit_layout(cfg, block_unit(0));
-  w.attn_numel = block_attn_numel(cfg);  // the layers' split (params.hpp), where ln_2 starts
-  SL_CHECK(block0.find("h.0.ln_2.weight").offset == w.attn_numel,
-           "wrap: a block's MLP half does not start at ln_2 (core/model/params.hpp)");
-  w.mlp_numel = block0.numel - w.attn_numel;
-  const int64_t root_numel = unit_layout(cfg, kRootUnit).numel;
+namespace {
 
-  // Each piece's unit, before renumbering by first use (the root's is 0).
-  const int n_pieces = 1 + 2 * L;
-  std::vector<int> owner(n_pieces, 0);
+// Each stage's unit before renumbering by first use; 0 is the root.
+std::vector<int> assign_units(const Model& m, const WrapPolicy& p) {
+  std::vector<int> owner(static_cast<size_t>(m.num_stages()), 0);
+  const std::vector<ModelLayer>& layers = m.layers();
   int next = 1;
-  switch (p.kind) {
-    case WrapKind::block:
-      for (int l = 0; l < L; ++l) owner[attn_piece(l)] = owner[mlp_piece(l)] = 1 + l;
-      break;
-    case WrapKind::whole: break;
-    case WrapKind::layer:
-      for (int l = 0; l < L; ++l) {
-        owner[attn_piece(l)] = 1 + 2 * l;
-        owner[mlp_piece(l)] = 2 + 2 * l;
-      }
-      break;
-    case WrapKind::blocks:
-      for (int l = 0; l < L; ++l)
-        owner[attn_piece(l)] = owner[mlp_piece(l)] = 1 + static_cast<int>(l / p.n);
-      break;
-    case WrapKind::size:
-      // size_based_auto_wrap_policy, bottom up: children first, then the block with what its
-      // children left unwrapped; the ModuleList of blocks is excluded, the root takes the rest.
-      for (int l = 0; l < L; ++l) {
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const std::vector<int>& st = layers[l].stages;
+    switch (p.kind) {
+      case WrapKind::block:
+        for (int s : st) owner[s] = 1 + static_cast<int>(l);
+        break;
+      case WrapKind::whole: break;
+      case WrapKind::layer:
+        for (int s : st) owner[s] = next++;
+        break;
+      case WrapKind::blocks:
+        for (int s : st) owner[s] = 1 + static_cast<int>(static_cast<int64_t>(l) / p.n);
+        break;
+      case WrapKind::size: {
+        // size_based_auto_wrap_policy, bottom up: the layer's stages first, then the layer with
+        // what its stages left unwrapped; the list of layers is excluded, the root takes the rest.
         int64_t left = 0;
         std::vector<int> unwrapped;
-        for (int piece : {attn_piece(l), mlp_piece(l)}) {
-          const int64_t n = piece == attn_piece(l) ? w.attn_numel : w.mlp_numel;
-          if (n >= p.n) {
-            owner[piece] = next++;
+        for (int s : st) {
+          if (m.stage(s).numel() >= p.n) {
+            owner[s] = next++;
           } else {
-            left += n;
-            unwrapped.push_back(piece);
+            left += m.stage(s).numel();
+            unwrapped.push_back(s);
           }
         }
         if (left > 0 && left >= p.n) {
-          for (int piece : unwrapped) owner[piece] = next;
+          for (int s : unwrapped) owner[s] = next;
           ++next;
         }
-      }
-      break;
-  }
-
-  // Renumber: root 0, then in order of first use (the pieces' forward order).
-  std::vector<int> renum(n_pieces + 1, -1);
-  renum[0] = 0;
-  int count = 1;
-  for (int piece = 0; piece < n_pieces; ++piece)
-    if (renum[owner[piece]] < 0) renum[owner[piece]] = count++;
-  w.units.resize(count);
-
-  auto piece_numel = [&](int piece) {
-    return piece == 0 ? root_numel : (piece % 2 == 1 ? w.attn_numel : w.mlp_numel);
-  };
-  auto piece_segment = [&](int piece) {
-    if (piece == 0) return WrapSegment{kRootUnit, 0, root_numel};
-    const int l = (piece - 1) / 2;
-    return piece % 2 == 1 ? WrapSegment{block_unit(l), 0, w.attn_numel}
-                          : WrapSegment{block_unit(l), w.attn_numel, w.mlp_numel};
-  };
-  w.attn.resize(L);
-  w.mlp.resize(L);
-  std::vector<std::vector<int>> held(count);
-  for (int piece = 0; piece < n_pieces; ++piece) {
-    const int u = renum[owner[piece]];
-    WrapUnit& unit = w.units[u];
-    const PiecePlace place{u, unit.numel};
-    const WrapSegment seg = piece_segment(piece);
-    // A block's MLP half right after its attention half in the same unit: one segment.
-    if (!unit.segments.empty() && unit.segments.back().model_unit == seg.model_unit &&
-        unit.segments.back().offset + unit.segments.back().numel == seg.offset)
-      unit.segments.back().numel += seg.numel;
-    else
-      unit.segments.push_back(seg);
-    unit.numel += piece_numel(piece);
-    held[u].push_back(piece);
-    if (piece == 0)
-      w.root = place;
-    else if (piece % 2 == 1)
-      w.attn[(piece - 1) / 2] = place;
-    else
-      w.mlp[(piece - 1) / 2] = place;
-  }
-
-  // Names, by what each unit holds.
-  for (int u = 0; u < count; ++u) {
-    const std::vector<int>& ps = held[u];
-    WrapUnit& unit = w.units[u];
-    if (static_cast<int>(ps.size()) == n_pieces) {
-      unit.name = "whole model";
-      continue;
-    }
-    std::vector<int> blocks;  // whole blocks, in order
-    std::vector<int> halves;  // lone halves
-    for (size_t i = 0; i < ps.size(); ++i) {
-      if (ps[i] == 0) continue;
-      if (ps[i] % 2 == 1 && i + 1 < ps.size() && ps[i + 1] == ps[i] + 1) {
-        blocks.push_back((ps[i] - 1) / 2);
-        ++i;
-      } else {
-        halves.push_back(ps[i]);
+        break;
       }
     }
-    std::string name;
-    auto add = [&](const std::string& s) { name += (name.empty() ? "" : " + ") + s; };
-    if (ps.front() == 0) add("root");
-    if (!blocks.empty()) {
-      const bool run = blocks.back() - blocks.front() + 1 == static_cast<int>(blocks.size());
-      if (blocks.size() == 1)
-        add("block " + std::to_string(blocks[0]));
-      else if (run)
-        add("blocks " + std::to_string(blocks.front()) + "-" + std::to_string(blocks.back()));
-      else
-        add(std::to_string(blocks.size()) + " blocks");
-    }
-    if (halves.size() == 1) {
-      const int h = halves[0];
-      add("block " + std::to_string((h - 1) / 2) + (h % 2 == 1 ? " attn" : " mlp"));
-    } else if (!halves.empty()) {
-      const bool all_attn =
-          std::all_of(halves.begin(), halves.end(), [](int h) { return h % 2 == 1; });
-      add(std::to_string(halves.size()) + (all_attn ? " attn halves" : " block halves"));
-    }
-    unit.name = name;
   }
+  return owner;
+}
+
+// "block 3", "blocks 0-1", "4 blocks" for whole layers; a stage's name, "3 attn halves", "3 block
+// parts" for stages of layers held in part; "root" first when it holds the root's own stages.
+std::string unit_name(const Model& m, const std::vector<int>& stages) {
+  if (static_cast<int>(stages.size()) == m.num_stages()) return "whole model";
+  const std::vector<ModelLayer>& layers = m.layers();
+  std::vector<size_t> held(layers.size(), 0);
+  for (int s : stages)
+    if (m.layer_of(s) >= 0) ++held[static_cast<size_t>(m.layer_of(s))];
+  bool root = false, two_stage_layers = true;
+  std::vector<int> whole, lone;  // whole layers; stages of layers held in part
+  for (const ModelLayer& l : layers) two_stage_layers = two_stage_layers && l.stages.size() == 2;
+  for (int s : stages) {
+    const int l = m.layer_of(s);
+    if (l < 0) {
+      root = true;
+    } else if (held[static_cast<size_t>(l)] < layers[static_cast<size_t>(l)].stages.size()) {
+      lone.push_back(s);
+    } else if (whole.empty() || whole.back() != l) {
+      whole.push_back(l);
+    }
+  }
+  std::string name;
+  auto add = [&](const std::string& part) { name += (name.empty() ? "" : " + ") + part; };
+  if (root) add("root");
+  const std::string& item = m.layer_item();
+  if (whole.size() == 1) {
+    add(layers[static_cast<size_t>(whole[0])].name);
+  } else if (!whole.empty()) {
+    const bool run = whole.back() - whole.front() + 1 == static_cast<int>(whole.size());
+    add(run ? item + "s " + std::to_string(whole.front()) + "-" + std::to_string(whole.back())
+            : std::to_string(whole.size()) + " " + item + "s");
+  }
+  if (lone.size() == 1) {
+    add(m.stage(lone[0]).name());
+  } else if (!lone.empty()) {
+    const std::string& role = m.stage(lone[0]).role();
+    const bool one_role =
+        std::all_of(lone.begin(), lone.end(), [&](int s) { return m.stage(s).role() == role; });
+    add(std::to_string(lone.size()) + " " + (one_role ? role : item) +
+        (two_stage_layers ? " halves" : " parts"));
+  }
+  return name;
+}
+
+}  // namespace
+
+WrapPlan make_wrap_plan(const Model& m, const WrapPolicy& p) {
+  const std::vector<int> owner = assign_units(m, p);
+  // Buffer order: the root's own stages, then the layers' stages in forward order. Units are
+  // numbered in the same order of first appearance, so the root's is 0.
+  std::vector<int> order = m.root_stages();
+  for (const ModelLayer& l : m.layers())
+    order.insert(order.end(), l.stages.begin(), l.stages.end());
+  std::vector<int> renum(order.size() + 1, -1);
+  WrapPlan w;
+  w.place.resize(static_cast<size_t>(m.num_stages()));
+  for (int s : order) {
+    int& u = renum[static_cast<size_t>(owner[static_cast<size_t>(s)])];
+    if (u < 0) {
+      u = static_cast<int>(w.units.size());
+      w.units.emplace_back();
+    }
+    WrapUnit& unit = w.units[static_cast<size_t>(u)];
+    w.place[static_cast<size_t>(s)] = {u, unit.numel};
+    unit.stages.push_back(s);
+    unit.numel += m.stage(s).numel();
+  }
+  for (WrapUnit& u : w.units) u.name = unit_name(m, u.stages);
   return w;
 }
 
@@ -196,80 +168,96 @@ WrapPlan make_wrap_plan(const GPTConfig& cfg, const WrapPolicy& p) {
 
 namespace {
 
-void add_use(PassSchedule& s, UseKind kind, int layer, std::vector<int> units) {
-  std::vector<int> uniq;
-  for (int u : units)
-    if (std::find(uniq.begin(), uniq.end(), u) == uniq.end()) uniq.push_back(u);
-  s.uses.push_back({kind, layer, uniq, {}});
-}
-
-void block_uses(PassSchedule& s, const WrapPlan& w, int l, bool backward) {
-  const int a = w.attn[l].unit, m = w.mlp[l].unit;
-  if (a == m) {
-    add_use(s, UseKind::block, l, {a});
-  } else if (!backward) {
-    add_use(s, UseKind::attn, l, {a});
-    add_use(s, UseKind::mlp, l, {m});
-  } else {
-    add_use(s, UseKind::mlp, l, {m});
-    add_use(s, UseKind::attn, l, {a});
+// The units stage s needs gathered: its own, then those of the parameters it is tied to.
+std::vector<int> stage_units(const Model& m, const WrapPlan& w, int s) {
+  std::vector<int> units{w.place[static_cast<size_t>(s)].unit};
+  for (const TieRef& t : m.ties(s)) {
+    const int u = w.place[static_cast<size_t>(t.owner)].unit;
+    if (std::find(units.begin(), units.end(), u) == units.end()) units.push_back(u);
   }
+  return units;
 }
 
-// Fills order, pos and each use's release list from the uses.
-void finish(PassSchedule& s, int n_units) {
-  s.pos.assign(n_units, -1);
-  std::vector<int> last(n_units, -1);
-  for (size_t i = 0; i < s.uses.size(); ++i)
-    for (int u : s.uses[i].units) {
-      if (s.pos[u] < 0) {
-        s.pos[u] = static_cast<int>(s.order.size());
+// Appends stage s to the last use when it continues it (same layer, same units), else a new use.
+void add_stage(PassSchedule& sch, const Model& m, const WrapPlan& w, int s) {
+  const std::vector<int> units = stage_units(m, w, s);
+  const int l = m.layer_of(s);
+  if (!sch.uses.empty()) {
+    StageUse& last = sch.uses.back();
+    if (!last.recompute && l >= 0 && last.layer == l && last.units == units) {
+      last.stages.push_back(s);
+      return;
+    }
+  }
+  StageUse use;
+  use.stages = {s};
+  use.layer = l;
+  use.units = units;
+  sch.uses.push_back(std::move(use));
+}
+
+// Act-ckpt: layer l's forward again, its stages' units gathered in the order backward uses them.
+void add_recompute(PassSchedule& sch, const Model& m, const WrapPlan& w, int l) {
+  StageUse use;
+  use.stages = m.layers()[static_cast<size_t>(l)].stages;
+  use.layer = l;
+  use.recompute = true;
+  for (auto it = use.stages.rbegin(); it != use.stages.rend(); ++it)
+    for (int u : stage_units(m, w, *it))
+      if (std::find(use.units.begin(), use.units.end(), u) == use.units.end())
+        use.units.push_back(u);
+  sch.uses.push_back(std::move(use));
+}
+
+// Fills order, pos, each use's release list, and whether it ends its layer: the last stage the
+// pass runs of it is `last_of(layer)`.
+template <typename LastOf>
+void finish(PassSchedule& s, int n_units, LastOf last_of) {
+  s.pos.assign(static_cast<size_t>(n_units), -1);
+  std::vector<int> last(static_cast<size_t>(n_units), -1);
+  for (size_t i = 0; i < s.uses.size(); ++i) {
+    StageUse& use = s.uses[i];
+    use.ends_layer = !use.recompute && (use.layer < 0 || use.stages.back() == last_of(use.layer));
+    for (int u : use.units) {
+      if (s.pos[static_cast<size_t>(u)] < 0) {
+        s.pos[static_cast<size_t>(u)] = static_cast<int>(s.order.size());
         s.order.push_back(u);
       }
-      last[u] = static_cast<int>(i);
+      last[static_cast<size_t>(u)] = static_cast<int>(i);
     }
+  }
   for (int u = 0; u < n_units; ++u)
-    if (last[u] >= 0) s.uses[last[u]].release.push_back(u);
+    if (last[static_cast<size_t>(u)] >= 0)
+      s.uses[static_cast<size_t>(last[u])].release.push_back(u);
 }
 
 }  // namespace
 
-PassSchedule forward_schedule(const WrapPlan& w, int n_layer, bool keep_root) {
+PassSchedule forward_schedule(const Model& m, const WrapPlan& w, bool keep_root) {
   PassSchedule s;
-  add_use(s, UseKind::embed, -1, {w.root.unit});
-  for (int l = 0; l < n_layer; ++l) block_uses(s, w, l, false);
-  add_use(s, UseKind::head, -1, {w.root.unit});
-  finish(s, static_cast<int>(w.units.size()));
-  if (keep_root) {
-    std::vector<int>& rel = s.uses.back().release;
-    rel.erase(std::remove(rel.begin(), rel.end(), w.root.unit), rel.end());
+  for (int st = 0; st < m.num_stages(); ++st) add_stage(s, m, w, st);
+  finish(s, static_cast<int>(w.units.size()),
+         [&](int l) { return m.layers()[static_cast<size_t>(l)].stages.back(); });
+  if (keep_root && !m.root_stages().empty()) {
+    const int root = w.place[static_cast<size_t>(m.root_stages().front())].unit;
+    for (StageUse& use : s.uses)
+      use.release.erase(std::remove(use.release.begin(), use.release.end(), root),
+                        use.release.end());
   }
   return s;
 }
 
-PassSchedule backward_schedule(const WrapPlan& w, int n_layer, bool act_ckpt) {
+PassSchedule backward_schedule(const Model& m, const WrapPlan& w, bool act_ckpt) {
   PassSchedule s;
-  add_use(s, UseKind::head, -1, {w.root.unit});
-  for (int l = n_layer - 1; l >= 0; --l) {
-    if (act_ckpt) add_use(s, UseKind::recompute, l, {w.mlp[l].unit, w.attn[l].unit});
-    block_uses(s, w, l, true);
+  for (int st = m.num_stages() - 1; st >= 0; --st) {
+    const int l = m.layer_of(st);
+    if (act_ckpt && l >= 0 && st == m.layers()[static_cast<size_t>(l)].stages.back())
+      add_recompute(s, m, w, l);
+    add_stage(s, m, w, st);
   }
-  add_use(s, UseKind::embed, -1, {w.root.unit});
-  finish(s, static_cast<int>(w.units.size()));
+  finish(s, static_cast<int>(w.units.size()),
+         [&](int l) { return m.layers()[static_cast<size_t>(l)].stages.front(); });
   return s;
-}
-
-std::string use_name(const UnitUse& u) {
-  const std::string b = "block " + std::to_string(u.layer);
-  switch (u.kind) {
-    case UseKind::embed: return "embedding";
-    case UseKind::block: return b;
-    case UseKind::attn: return b + " attn";
-    case UseKind::mlp: return b + " mlp";
-    case UseKind::recompute: return b;  // part of the block's backward
-    case UseKind::head: return "head";
-  }
-  return "?";
 }
 
 }  // namespace shardlab

@@ -1,28 +1,28 @@
-// The wrap policy: which parameters form one FSDP unit (one flat parameter, gathered and freed
-// together), and the order in which one step's forward and backward use the units. Pure functions
-// of the model and the policy: the engine (engine.cpp) builds its units and walks its schedule from
-// them, the planner (plan_schedule.cpp) replays the same schedule with byte counts.
+// The wrap policy: which stages of the model (core/model/model.hpp) form one FSDP unit (one flat
+// parameter, gathered and freed together), and the order in which one micro-batch's forward and
+// backward use the units. Pure functions of the model and the policy: the engine builds its units
+// and walks its schedule from them, and the planner runs that engine.
 //
-// The model splits into pieces, in forward order: the root (wte, wpe, ln_f; used first by the
-// embedding and last by the head), then for each block i its attention half (ln_1, attn) and its
-// MLP half (ln_2, mlp), contiguous in the block's flat layout (core/model/params.hpp). A policy
-// assigns every piece to a unit; unit 0 always holds the root.
-//   block      root + one unit per block (the default)
+// The model is a tree: the root's own stages, then `layers` (the repeated list), each a run of
+// stages. A policy assigns every stage to a unit; unit 0 is the root, which holds the root's own
+// stages and whatever no other unit takes. The policies' names are the command line's (--wrap),
+// where a "block" is one of the model's layers:
+//   block      root + one unit per layer (the default; FSDP2's fully_shard on each of
+//              torchtitan's model.layers)
 //   whole      one unit for the whole model (FSDP with no auto-wrap policy)
-//   layer      root + a block's attention and its MLP as separate units, each with its LayerNorm
-//   blocks:K   root + one unit per K consecutive blocks (the last may hold fewer)
-//   size:N     PyTorch's size_based_auto_wrap_policy(min_num_params = N) over this model's module
-//              tree (root -> blocks -> attention, MLP), bottom up: a block's half with >= N
-//              parameters becomes a unit; what is left of the block becomes a unit when it has >=
-//              N; anything smaller stays in the root unit (the blocks' list itself is never
-//              wrapped).
+//   layer      root + one unit per stage of each layer
+//   blocks:K   root + one unit per K consecutive layers (the last may hold fewer)
+//   size:N     PyTorch's size_based_auto_wrap_policy(min_num_params = N) over the tree, bottom up:
+//              a layer's stage with >= N parameters becomes a unit; what is left of the layer
+//              becomes a unit when it has >= N; anything smaller stays in the root (the list of
+//              layers itself is never wrapped, as PyTorch excludes ModuleList).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "core/model/config.hpp"
+#include "core/model/model.hpp"
 
 namespace shardlab {
 
@@ -38,67 +38,56 @@ struct WrapPolicy {
 WrapPolicy parse_wrap_policy(const std::string& text);
 std::string wrap_policy_name(const WrapPolicy& p);  // the text parse_wrap_policy reads back
 
-// A contiguous range of one model unit's flat layout (unit_layout of core/model/params.hpp).
-struct WrapSegment {
-  int model_unit = 0;
-  int64_t offset = 0;  // inside the model unit
-  int64_t numel = 0;
-};
-
-// One FSDP unit: its segments, concatenated in this order, make its unpadded flat buffer.
+// One FSDP unit: the stages whose parameters, one after the other, make its unpadded flat buffer.
 struct WrapUnit {
-  std::string name;  // what it holds: "root", "block 3", "blocks 0-1", "block 3 attn", ...
-  std::vector<WrapSegment> segments;
+  std::string name;  // what it holds: "root", a layer's or a stage's name, "<item>s 0-1", ...
+  std::vector<int> stages;  // in buffer order: the root's own stages first, then forward order
   int64_t numel = 0;
 };
 
-// Where a piece's parameters live: in unit `unit`, from element `offset` of its flat buffer.
-struct PiecePlace {
+// Where a stage's parameters live: in unit `unit`, from element `offset` of its flat buffer.
+struct StagePlace {
   int unit = 0;
   int64_t offset = 0;
 };
 
 struct WrapPlan {
-  std::vector<WrapUnit> units;            // unit 0 holds the root; the others in order of first use
-  PiecePlace root;                        // wte, wpe, ln_f
-  std::vector<PiecePlace> attn, mlp;      // per block: its attention half, its MLP half
-  int64_t attn_numel = 0, mlp_numel = 0;  // of one block's halves
+  std::vector<WrapUnit> units;    // unit 0 holds the root; the others in order of first use
+  std::vector<StagePlace> place;  // per stage
 };
 
-// The units of `cfg` under `p` (blocks:K with K >= n_layer puts every block in one unit).
-WrapPlan make_wrap_plan(const GPTConfig& cfg, const WrapPolicy& p);
+// The units of `model` under `p` (blocks:K with K >= the layer count puts every layer in one
+// unit).
+WrapPlan make_wrap_plan(const Model& model, const WrapPolicy& p);
 
 // ---- the schedule of one micro-batch
 
-enum class UseKind {
-  embed,      // embedding forward / backward (root)
-  block,      // a whole block whose halves share a unit
-  attn,       // a block's attention half (its own unit)
-  mlp,        // a block's MLP half (its own unit)
-  recompute,  // act-ckpt: the block's forward again, before its backward (both halves' units)
-  head,       // ln_f, tied head, loss (root)
-};
-
-struct UnitUse {
-  UseKind kind = UseKind::embed;
-  int layer = -1;            // the block, for block / attn / mlp / recompute
-  std::vector<int> units;    // needed unsharded for this use, in the order they are gathered
+// Stages that run back to back with the same units gathered: one compute span. Forward and
+// backward give one per stage, except that consecutive stages of one layer needing the same units
+// share one (under `block`, a whole layer).
+struct StageUse {
+  std::vector<int> stages;  // in the order this pass runs them (backward: reverse)
+  int layer = -1;           // the layer they belong to, -1 for a root stage
+  bool recompute = false;   // act-ckpt: the layer's forward again, before its backward
+  // The use ends its layer in this pass (forward: holds its last stage; backward: its first), or
+  // holds a root stage: what the stages saved can be dropped after it.
+  bool ends_layer = false;
+  std::vector<int> units;    // needed unsharded (the stages' and those they are tied to), in the
+                             // order they are gathered
   std::vector<int> release;  // units whose last use in this pass this is: resharded after it
 };
 
 struct PassSchedule {
-  std::vector<UnitUse> uses;
+  std::vector<StageUse> uses;
   std::vector<int> order;  // units in order of first use: prefetch walks this
   std::vector<int> pos;    // pos[unit] = its index in order
 };
 
-// Forward: embed, blocks 0..L-1 (block, or attn then mlp), head. keep_root: the head does not
-// release the root (EngineConfig::keep_root); the backward's head then finds it gathered.
-PassSchedule forward_schedule(const WrapPlan& w, int n_layer, bool keep_root = false);
-// Backward: head, blocks L-1..0 (recompute when act_ckpt; block, or mlp then attn), embed.
-PassSchedule backward_schedule(const WrapPlan& w, int n_layer, bool act_ckpt);
-
-// "forward block 3 attn", "backward head": a use, for the planner's peak label.
-std::string use_name(const UnitUse& u);
+// Forward: the stages in order. keep_root: the root unit is not released (EngineConfig::keep_root);
+// the backward then finds it gathered.
+PassSchedule forward_schedule(const Model& model, const WrapPlan& w, bool keep_root = false);
+// Backward: the stages in reverse; with act_ckpt each layer's recompute (its stages' units in the
+// order backward uses them) comes before its first backward use.
+PassSchedule backward_schedule(const Model& model, const WrapPlan& w, bool act_ckpt);
 
 }  // namespace shardlab

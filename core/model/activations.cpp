@@ -18,21 +18,31 @@ struct Carver {
 
 // ---- BlockActivations --------------------------------------------------------------------------
 
-BlockActivations::BlockActivations(Device& dev, const GPTConfig& cfg, int B, int T)
-    : dev_(&dev), cfg_(cfg), B_(B), T_(T) {
+int64_t block_attn_saved_bytes(const GPTConfig& cfg, const KernelChoice&, int B, int T) {
+  const int64_t N = static_cast<int64_t>(B) * T, C = cfg.n_embd;
+  return 4 * (N * (6 * C + 2) + static_cast<int64_t>(B) * cfg.n_head * T * T);
+}
+
+int64_t block_mlp_saved_bytes(const GPTConfig& cfg, int B, int T) {
+  const int64_t N = static_cast<int64_t>(B) * T, C = cfg.n_embd;
+  return 4 * N * (9 * C + 2);
+}
+
+BlockActivations::BlockActivations(Device& dev, const GPTConfig& cfg, int B, int T,
+                                   const KernelChoice& k)
+    : dev_(&dev), cfg_(cfg), kernels_(k), B_(B), T_(T) {
   SL_CHECK(B > 0 && T > 0, "BlockActivations: B ", B, " and T ", T, " must be positive");
   allocate();
 }
 
-int64_t BlockActivations::bytes_for(const GPTConfig& cfg, int B, int T) {
-  const int64_t N = static_cast<int64_t>(B) * T, C = cfg.n_embd;
-  return 4 * (N * (15 * C + 4) + static_cast<int64_t>(B) * cfg.n_head * T * T);
+int64_t BlockActivations::bytes_for(const GPTConfig& cfg, int B, int T, const KernelChoice& k) {
+  return block_attn_saved_bytes(cfg, k, B, T) + block_mlp_saved_bytes(cfg, B, T);
 }
 
 void BlockActivations::allocate() {
   SL_CHECK(dev_ != nullptr, "BlockActivations::allocate on a default-constructed object");
   if (allocated()) return;
-  buf_ = dev_->alloc(bytes_for(cfg_, B_, T_), MemCategory::activations);
+  buf_ = dev_->alloc(bytes_for(cfg_, B_, T_, kernels_), MemCategory::activations);
   set_views();
 }
 

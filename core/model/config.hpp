@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -82,5 +83,15 @@ struct GPTConfig {
   }
   bool operator!=(const GPTConfig& o) const { return !(*this == o); }
 };
+
+// The shape as run directories and checkpoints record it (Model::config of GPT-2):
+// {"vocab_size": 256, "max_seq_len": 64, "n_layer": 2, "n_head": 2, "n_embd": 64} for GPT-2 (the
+// keys every checkpoint has); a Llama-family shape adds "family": "llama" and its own fields
+// (n_kv_head, ffn_dim, head_dim, rope_theta, norm_eps, qkv_bias, o_bias, mlp_bias,
+// tie_embeddings, and rope_scaling when it is llama3's).
+nlohmann::json gpt_config_json(const GPTConfig& cfg);
+// The inverse, for checkpoints read back (export); IoError naming `where` and the field when one
+// is missing or mistyped. The result is validated.
+GPTConfig gpt_config_from_json(const nlohmann::json& j, const std::string& where);
 
 }  // namespace shardlab

@@ -1,12 +1,13 @@
-// GPT: the single-rank reference model, running the unit functions in order.
+// GPT: the single-rank reference model, walking GPT-2's stages.
 #include "core/model/gpt.hpp"
 
 #include "core/base/error.hpp"
+#include "core/model/gpt2.hpp"
 
 namespace shardlab {
 
-GPT::GPT(Device& dev, GPTConfig cfg, uint64_t seed) : dev_(dev), cfg_(cfg) {
-  cfg_.validate();
+GPT::GPT(Device& dev, GPTConfig cfg, uint64_t seed)
+    : dev_(dev), cfg_(cfg), model_(gpt2_model(cfg)) {
   const int units = shardlab::num_units(cfg_);
   for (int u = 0; u < units; ++u) {
     layouts_.push_back(unit_layout(cfg_, u));
@@ -16,6 +17,20 @@ GPT::GPT(Device& dev, GPTConfig cfg, uint64_t seed) : dev_(dev), cfg_(cfg) {
     params_.push_back(dev_.alloc(n * 4, MemCategory::params));
     dev_.copy_from_host(params_.back().data(), host.data(), n * 4);
     grads_.push_back(dev_.alloc_zeros(n * 4, MemCategory::grads));
+  }
+  // The units' layouts are the stages' parameters in this order (params.cpp).
+  place_.resize(static_cast<size_t>(model_.num_stages()));
+  int64_t root_at = 0;
+  for (int s : model_.root_stages()) {
+    place_[static_cast<size_t>(s)] = {kRootUnit, root_at};
+    root_at += model_.stage(s).numel();
+  }
+  for (size_t l = 0; l < model_.layers().size(); ++l) {
+    int64_t at = 0;
+    for (int s : model_.layers()[l].stages) {
+      place_[static_cast<size_t>(s)] = {block_unit(static_cast<int>(l)), at};
+      at += model_.stage(s).numel();
+    }
   }
 }
 
@@ -46,69 +61,52 @@ float* GPT::param(const std::string& name) {
   return unit_params(r.unit) + r.entry.offset;
 }
 
-float* GPT::grad(const std::string& name) {
-  ParamRef r = find_param(cfg_, name);
-  return unit_grads(r.unit) + r.entry.offset;
-}
-
-void GPT::ensure_activations(int B, int T) {
-  SL_CHECK(B >= 1, "GPT::forward: B ", B, " must be positive");
-  SL_CHECK(T >= 1 && T <= cfg_.max_seq_len, "GPT::forward: T ", T, " outside [1, max_seq_len ",
-           cfg_.max_seq_len, "]");
-  if (B == B_ && T == T_) return;
-  // Free the old set first so the peak never holds both.
-  block_acts_.clear();
-  head_acts_ = HeadActivations();
-  residuals_.reset();
-  const int64_t nc = static_cast<int64_t>(B) * T * cfg_.n_embd;
-  residuals_ = dev_.alloc((cfg_.n_layer + 1) * nc * 4, MemCategory::activations);
-  for (int l = 0; l < cfg_.n_layer; ++l) block_acts_.emplace_back(dev_, cfg_, B, T);
-  head_acts_ = HeadActivations(dev_, cfg_, B, T);
-  B_ = B;
-  T_ = T;
+StageArgs GPT::args(int s) {
+  const Place& p = place_[static_cast<size_t>(s)];
+  StageArgs a;
+  a.own = {unit_params(p.unit) + p.offset, unit_grads(p.unit) + p.offset, GradWrite::accumulate};
+  for (const TieRef& t : model_.ties(s)) {
+    const Place& o = place_[static_cast<size_t>(t.owner)];
+    a.tied.push_back({unit_params(o.unit) + o.offset + t.offset,
+                      unit_grads(o.unit) + o.offset + t.offset, GradWrite::accumulate});
+  }
+  return a;
 }
 
 float GPT::forward(const int* tokens, const int* targets, int B, int T) {
-  ensure_activations(B, T);
-  const int64_t nc = static_cast<int64_t>(B) * T * cfg_.n_embd;
-  float* res = residuals_.f32();  // residual l is the input of block l
-  embedding_forward(dev_, cfg_, res, tokens, unit_params(kRootUnit), B, T);
-  for (int l = 0; l < cfg_.n_layer; ++l)
-    block_forward(dev_, cfg_, res + (l + 1) * nc, block_acts_[static_cast<size_t>(l)], res + l * nc,
-                  unit_params(block_unit(l)), B, T);
-  float loss = head_forward(dev_, cfg_, head_acts_, res + cfg_.n_layer * nc, targets,
-                            unit_params(kRootUnit), B, T);
-  tokens_ = tokens;
-  targets_ = targets;
-  return loss;
+  SL_CHECK(B >= 1, "GPT::forward: B ", B, " must be positive");
+  SL_CHECK(T >= 1 && T <= cfg_.max_seq_len, "GPT::forward: T ", T, " outside [1, max_seq_len ",
+           cfg_.max_seq_len, "]");
+  const MicroBatch batch{tokens, targets, B, T, 1.0f};
+  if (pass_ && pass_->batch.B == B && pass_->batch.T == T) {
+    pass_->batch = batch;
+  } else {
+    pass_.reset();  // the old activations go first, so the peak never holds both
+    pass_ = model_.begin(dev_, batch);
+  }
+  for (int s = 0; s < model_.num_stages(); ++s) model_.stage(s).forward(*pass_, args(s));
+  has_targets_ = targets != nullptr;
+  return pass_->loss;
 }
 
 void GPT::backward(float loss_scale) {
-  SL_CHECK(tokens_ != nullptr && targets_ != nullptr,
-           "GPT::backward: needs a forward with targets first");
-  const int B = B_, T = T_;
-  const int64_t nc = static_cast<int64_t>(B) * T * cfg_.n_embd;
-  const float* res = residuals_.f32();
-  // One residual-gradient buffer, updated in place through the stack (block_backward allows it).
-  Buffer dres_buf = dev_.alloc(nc * 4, MemCategory::workspace);
-  float* dres = dres_buf.f32();
-  head_backward(dev_, cfg_, dres, unit_grads(kRootUnit), head_acts_, res + cfg_.n_layer * nc,
-                targets_, unit_params(kRootUnit), B, T, loss_scale);
-  for (int l = cfg_.n_layer - 1; l >= 0; --l)
-    block_backward(dev_, cfg_, dres, unit_grads(block_unit(l)), dres,
-                   block_acts_[static_cast<size_t>(l)], res + l * nc, unit_params(block_unit(l)), B,
-                   T);
-  embedding_backward(dev_, cfg_, unit_grads(kRootUnit), tokens_, dres, B, T);
+  SL_CHECK(pass_ != nullptr && has_targets_, "GPT::backward: needs a forward with targets first");
+  pass_->batch.loss_scale = loss_scale;
+  pass_->begin_backward();
+  for (int s = model_.num_stages() - 1; s >= 0; --s) model_.stage(s).backward(*pass_, args(s));
+  pass_->end_backward();
 }
 
 void GPT::zero_grad() {
   for (Buffer& g : grads_) dev_.fill_zero(g.data(), g.bytes());
 }
 
+const float* GPT::probs() const {
+  return pass_ ? static_cast<Gpt2Pass&>(*pass_).head().probs : nullptr;
+}
+
 int64_t GPT::activation_bytes() const {
-  int64_t total = residuals_.bytes() + head_acts_.bytes();
-  for (const BlockActivations& a : block_acts_) total += a.bytes();
-  return total;
+  return pass_ ? static_cast<const Gpt2Pass&>(*pass_).saved_bytes() : 0;
 }
 
 }  // namespace shardlab

@@ -1,6 +1,7 @@
 // GPT: the single-rank reference model. It owns one flat parameter buffer and one flat gradient
-// buffer per unit (MemCategory::params / grads) and runs the unit functions of layers.hpp in order.
-// The single-rank trainer and every sharded-vs-single-rank test compare against it.
+// buffer per unit (MemCategory::params / grads; units as params.hpp lays them out) and walks
+// GPT-2's stages (gpt2.hpp) forward, then in reverse. The single-rank trainer and every
+// sharded-vs-single-rank test compare against it.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include "core/device/device.hpp"
 #include "core/model/config.hpp"
 #include "core/model/layers.hpp"
+#include "core/model/model.hpp"
 #include "core/model/params.hpp"
 
 namespace shardlab {
@@ -32,9 +34,8 @@ class GPT {
   const float* unit_params(int unit) const;
   float* unit_grads(int unit);
   const float* unit_grads(int unit) const;
-  // The device pointer of a named parameter (or its gradient) inside its unit's buffer.
+  // The device pointer of a named parameter inside its unit's buffer.
   float* param(const std::string& name);
-  float* grad(const std::string& name);
 
   // tokens and targets: (B, T) int32 device memory, T <= max_seq_len. Returns the mean
   // cross-entropy; targets == nullptr runs inference only (returns 0, probs() is valid).
@@ -46,25 +47,30 @@ class GPT {
   void zero_grad();
 
   // Softmax probabilities of the last forward, (B, T, V) device memory.
-  const float* probs() const { return head_acts_.probs; }
+  const float* probs() const;
   // Bytes currently held for activations (residual stream + blocks + head).
   int64_t activation_bytes() const;
 
  private:
-  void ensure_activations(int B, int T);
+  // What stage s computes with: its range of its unit's buffers, and the ranges it is tied to.
+  StageArgs args(int s);
 
   Device& dev_;
   GPTConfig cfg_;
+  Model model_;
   std::vector<UnitLayout> layouts_;
   std::vector<Buffer> params_;  // per unit, MemCategory::params
   std::vector<Buffer> grads_;   // per unit, MemCategory::grads
+  struct Place {
+    int unit;
+    int64_t offset;
+  };
+  std::vector<Place> place_;  // per stage: unit 0 holds the root's stages, unit 1 + l layer l's
 
-  int B_ = 0, T_ = 0;
-  Buffer residuals_;  // (L + 1, B, T, C): input of each block, then the head's input
-  std::vector<BlockActivations> block_acts_;
-  HeadActivations head_acts_;
-  const int* tokens_ = nullptr;   // of the last forward (caller-owned)
-  const int* targets_ = nullptr;  // of the last forward (caller-owned)
+  // The residual stream and what the stages saved, kept from one forward to the next of the same
+  // (B, T): the last forward's, for backward.
+  std::unique_ptr<Pass> pass_;
+  bool has_targets_ = false;  // the last forward had targets
 };
 
 }  // namespace shardlab

@@ -1,7 +1,7 @@
-// Unit-level forward and backward of GPT-2, on device pointers (llm.c style: outputs first, then
-// what backward needs, then inputs, then sizes). A unit's parameters come as ONE flat pointer (the
-// unit's flat buffer laid out by unit_layout); views are computed inside. The FSDP engine gathers a
-// unit's flat buffer and calls these; GPT (gpt.hpp) calls them on one rank.
+// GPT-2's layers, forward and backward, on device pointers (llm.c style: outputs first, then what
+// backward needs, then inputs, then sizes). A layer's parameters come as ONE flat pointer laid
+// out as params.hpp says (views are computed inside). GPT-2's stages (gpt2.hpp) call these for
+// the FSDP engine and the single-rank GPT; the lessons call them directly.
 //
 // Conventions:
 // - All tensors are fp32 device memory of the Device passed in; tokens and targets are int32
@@ -23,11 +23,9 @@
 
 #include "core/device/device.hpp"
 #include "core/model/config.hpp"
+#include "core/model/stage.hpp"  // GradWrite, KernelChoice
 
 namespace shardlab {
-
-// How a backward call writes its parameter gradients (see the conventions above).
-enum class GradWrite { accumulate, overwrite };
 
 // ---- embedding (root unit): x = wte[tokens] + wpe[0..T) ------------------------------------
 
@@ -50,16 +48,23 @@ void embedding_backward(Device& dev, const GPTConfig& cfg,
 // What one block's forward saves for backward, in one allocation under MemCategory::activations.
 // For activation checkpointing: release() frees it, allocate() takes it again (same shapes), and
 // running block_forward again refills it.
+// Bytes each half of a block saves (the halves' Stage::saved_bytes, gpt2.hpp): the attention half
+// ln1, its mean and rstd, qkv, att (naive attention: the (B, NH, T, T) probabilities), atty and
+// res2, 4 (B T (6C + 2) + B NH T^2); the MLP half ln2, its mean and rstd, fch and fch_gelu,
+// 4 B T (9C + 2).
+int64_t block_attn_saved_bytes(const GPTConfig& cfg, const KernelChoice& k, int B, int T);
+int64_t block_mlp_saved_bytes(const GPTConfig& cfg, int B, int T);
+
 class BlockActivations {
  public:
   BlockActivations() = default;
   // Allocates immediately.
-  BlockActivations(Device& dev, const GPTConfig& cfg, int B, int T);
+  BlockActivations(Device& dev, const GPTConfig& cfg, int B, int T, const KernelChoice& k = {});
   BlockActivations(BlockActivations&&) = default;
   BlockActivations& operator=(BlockActivations&&) = default;
 
-  // Bytes one block saves for (cfg, B, T): 4 * (B*T*(15C + 4) + B*NH*T*T).
-  static int64_t bytes_for(const GPTConfig& cfg, int B, int T);
+  // Bytes one block saves for (cfg, B, T): both halves, 4 * (B*T*(15C + 4) + B*NH*T*T).
+  static int64_t bytes_for(const GPTConfig& cfg, int B, int T, const KernelChoice& k = {});
 
   void allocate();  // no-op when already allocated; needs the constructor's device
   void release();
@@ -86,6 +91,7 @@ class BlockActivations {
   void set_views();
   Device* dev_ = nullptr;
   GPTConfig cfg_;
+  KernelChoice kernels_;
   int B_ = 0, T_ = 0;
   Buffer buf_;
 };
@@ -169,17 +175,41 @@ class HeadActivations {
   Buffer buf_;
 };
 
+// The head's parameters wherever they sit: ln_f's weight then bias (2C, contiguous) and the output
+// projection (V, C), which is wte when the head is tied. Gradients likewise, each with how
+// backward writes it.
+struct HeadWeights {
+  const float* lnf;   // (2C) ln_f.weight, ln_f.bias
+  const float* wout;  // (V, C)
+};
+struct HeadGrads {
+  float* lnf;   // (2C)
+  float* wout;  // (V, C)
+  GradWrite lnf_write = GradWrite::accumulate, wout_write = GradWrite::accumulate;
+};
+
 // Returns the mean cross-entropy over B*T positions (copied to the host). With targets == nullptr
 // only probs are computed (inference) and the return value is 0.
 float head_forward(Device& dev, const GPTConfig& cfg,
-                   HeadActivations& acts,     // filled; must be allocated for (B, T)
-                   const float* x,            // (B, T, C) output of the last block
-                   const int* targets,        // (B, T) or nullptr
-                   const float* root_params,  // root unit flat buffer
-                   int B, int T);
+                   HeadActivations& acts,  // filled; must be allocated for (B, T)
+                   const float* x,         // (B, T, C) output of the last block
+                   const int* targets,     // (B, T) or nullptr
+                   const HeadWeights& w, int B, int T);
+// The same on the root unit's flat buffer (wte, wpe, ln_f: params.hpp), the head tied to wte.
+float head_forward(Device& dev, const GPTConfig& cfg, HeadActivations& acts, const float* x,
+                   const int* targets, const float* root_params, int B, int T);
 
-// Gradient of loss_scale * mean_loss: dx overwritten, droot_params += (wte via the tied head,
-// ln_f.weight, ln_f.bias). See the loss-scale note at the top of this file.
+// Gradient of loss_scale * mean_loss: dx overwritten, the parameters' gradients per `g`. See the
+// loss-scale note at the top of this file.
+void head_backward(Device& dev, const GPTConfig& cfg,
+                   float* dx,                    // (B, T, C) out, overwritten
+                   const HeadGrads& g,           // ln_f's and the output projection's
+                   const HeadActivations& acts,  // from head_forward with the same targets
+                   const float* x,               // (B, T, C)
+                   const int* targets,           // (B, T)
+                   const HeadWeights& w, int B, int T, float loss_scale);
+// The same on the root unit's flat buffers, the head tied to wte: droot_params gets wte's
+// (through the head), ln_f.weight's and ln_f.bias's gradients, all per `gw`.
 void head_backward(Device& dev, const GPTConfig& cfg,
                    float* dx,                    // (B, T, C) out, overwritten
                    float* droot_params,          // root unit flat grad, +=

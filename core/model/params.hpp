@@ -1,8 +1,9 @@
-// The parameter layout of the model, split into units (the granularity FSDP gathers and frees):
-// unit 0 is the root (embeddings and the final LayerNorm), unit 1+i is transformer block i.
-// A unit's parameters live in one flat fp32 buffer; this table says where each one sits.
-// Deterministic initialisation is per parameter name, so it does not depend on how many ranks
-// (or which shard layout) the parameters end up on.
+// GPT-2's parameter layout in units: unit 0 is the root (the embedding's and the head's
+// parameters: embeddings and the final LayerNorm), unit 1+i is transformer block i (its attention
+// half, then its MLP half). These are the single-rank GPT's buffers, the lessons' units and the
+// FSDP engine's units under its default wrap policy; the entries come from the stages' parameter
+// lists (gpt2.hpp). Initialisation is per parameter name (stage.hpp), so it does not depend on
+// how many ranks (or which shard layout) the parameters end up on.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +56,8 @@ struct ParamRef {
 };
 ParamRef find_param(const GPTConfig& cfg, const std::string& name);
 
-// Fills `flat` (host memory, unit_layout(cfg, unit).numel floats) with GPT-2's initialisation:
+// Fills `flat` (host memory, unit_layout(cfg, unit).numel floats) with GPT-2's initialisation
+// (the stages' init rules, init_params):
 // Linear/embedding weights N(0, 0.02); residual projections (attn.c_proj.weight,
 // mlp.c_proj.weight) N(0, 0.02 / sqrt(2 * n_layer)); biases 0; LayerNorm weight 1, bias 0.
 // Each parameter draws from its own generator seeded by hash(seed, name), so values depend only on

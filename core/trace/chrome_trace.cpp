@@ -90,6 +90,78 @@ std::vector<int> assign_tracks(const std::vector<const SpanEvent*>& spans) {
   return track;
 }
 
+// A rank's spans: per lane, as many threads (tracks) as overlapping spans need, each named.
+void add_span_events(const RankTrace& rt, int pid, std::vector<ChromeEvent>& meta_events,
+                     std::vector<ChromeEvent>& events) {
+  // Spans: per lane, tracks 0, 1, ... become tids lane + 2 * track (compute, comm), and
+  // kCopyTid + track (copy).
+  constexpr int kCopyTid = 1000;
+  const auto tid_of = [](Lane lane, int track) {
+    return lane == Lane::copy ? kCopyTid + track : static_cast<int>(lane) + 2 * track;
+  };
+  int tracks_used[3] = {1, 1, 0};  // compute and comm threads are always named, copy if used
+  for (Lane lane : {Lane::compute, Lane::comm, Lane::copy}) {
+    std::vector<const SpanEvent*> spans;
+    for (const SpanEvent& s : rt.spans)
+      if (s.lane == lane) spans.push_back(&s);
+    const std::vector<int> track = assign_tracks(spans);
+    const int l = static_cast<int>(lane);
+    for (size_t i = 0; i < spans.size(); ++i) {
+      const SpanEvent& s = *spans[i];
+      tracks_used[l] = std::max(tracks_used[l], track[i] + 1);
+      const int64_t start = std::max<int64_t>(0, s.t_start);
+      const int64_t dur = std::max<int64_t>(0, s.t_end - start);
+      std::string e = event_head(s.op, "X", start, pid, tid_of(lane, track[i]));
+      put_number(e, "dur", micros(dur));
+      e += ",\"cat\":";
+      e += json_quoted(lane_name(lane));
+      e += ",\"args\":{";
+      e += "\"unit\":" + std::to_string(s.unit);
+      e += ",\"bytes\":" + std::to_string(s.bytes);
+      e += ",\"dtype\":" + json_quoted(dtype_name(s.dtype));
+      if (lane == Lane::comm) {
+        e += ",\"queued_us\":" + micros(s.t_start - s.t_issue);
+        if (s.t_wait >= 0) e += ",\"wait_at_us\":" + micros(s.t_wait);
+      }
+      e += "}}";
+      events.push_back({start, std::move(e)});
+    }
+  }
+  for (Lane lane : {Lane::compute, Lane::comm, Lane::copy}) {
+    const int l = static_cast<int>(lane);
+    for (int k = 0; k < tracks_used[l]; ++k) {
+      const int tid = tid_of(lane, k);
+      std::string name = lane_name(lane);
+      if (k > 0) name += " #" + std::to_string(k + 1);
+      meta_events.push_back({0, metadata("thread_name", pid, tid, "name", json_quoted(name))});
+      meta_events.push_back(
+          {0, metadata("thread_sort_index", pid, tid, "sort_index", std::to_string(tid))});
+    }
+  }
+}
+
+void add_memory_events(const RankTrace& rt, int pid, std::vector<ChromeEvent>& events) {
+  // Memory: one counter whose series are the categories (drawn stacked), replayed from events;
+  // the host tier (--offload) as a second counter, "host memory", so the two are never summed.
+  for (const auto& [name, list] :
+       {std::pair<const char*, const std::vector<MemEvent>*>{"memory", &rt.mem},
+        {"host memory", &rt.host_mem}}) {
+    MemArray cur{};
+    for (const MemEvent& m : *list) {
+      cur[static_cast<int>(m.category)] = m.cat_total;
+      std::string e = event_head(name, "C", m.t, pid, 0);
+      e += ",\"args\":{";
+      for (int c = 0; c < kNumMemCategories; ++c) {
+        if (c) e += ',';
+        e += json_quoted(mem_category_name(static_cast<MemCategory>(c))) + ":" +
+             std::to_string(cur[c]);
+      }
+      e += "}}";
+      events.push_back({std::max<int64_t>(0, m.t), std::move(e)});
+    }
+  }
+}
+
 }  // namespace
 
 std::string chrome_trace_json(const RunData& run) {
@@ -103,71 +175,8 @@ std::string chrome_trace_json(const RunData& run) {
     meta_events.push_back(
         {0, metadata("process_sort_index", pid, 0, "sort_index", std::to_string(r))});
 
-    // Spans: per lane, tracks 0, 1, ... become tids lane + 2 * track (compute, comm), and
-    // kCopyTid + track (copy).
-    constexpr int kCopyTid = 1000;
-    const auto tid_of = [](Lane lane, int track) {
-      return lane == Lane::copy ? kCopyTid + track : static_cast<int>(lane) + 2 * track;
-    };
-    int tracks_used[3] = {1, 1, 0};  // compute and comm threads are always named, copy if used
-    for (Lane lane : {Lane::compute, Lane::comm, Lane::copy}) {
-      std::vector<const SpanEvent*> spans;
-      for (const SpanEvent& s : rt.spans)
-        if (s.lane == lane) spans.push_back(&s);
-      const std::vector<int> track = assign_tracks(spans);
-      const int l = static_cast<int>(lane);
-      for (size_t i = 0; i < spans.size(); ++i) {
-        const SpanEvent& s = *spans[i];
-        tracks_used[l] = std::max(tracks_used[l], track[i] + 1);
-        const int64_t start = std::max<int64_t>(0, s.t_start);
-        const int64_t dur = std::max<int64_t>(0, s.t_end - start);
-        std::string e = event_head(s.op, "X", start, pid, tid_of(lane, track[i]));
-        put_number(e, "dur", micros(dur));
-        e += ",\"cat\":";
-        e += json_quoted(lane_name(lane));
-        e += ",\"args\":{";
-        e += "\"unit\":" + std::to_string(s.unit);
-        e += ",\"bytes\":" + std::to_string(s.bytes);
-        e += ",\"dtype\":" + json_quoted(dtype_name(s.dtype));
-        if (lane == Lane::comm) {
-          e += ",\"queued_us\":" + micros(s.t_start - s.t_issue);
-          if (s.t_wait >= 0) e += ",\"wait_at_us\":" + micros(s.t_wait);
-        }
-        e += "}}";
-        events.push_back({start, std::move(e)});
-      }
-    }
-    for (Lane lane : {Lane::compute, Lane::comm, Lane::copy}) {
-      const int l = static_cast<int>(lane);
-      for (int k = 0; k < tracks_used[l]; ++k) {
-        const int tid = tid_of(lane, k);
-        std::string name = lane_name(lane);
-        if (k > 0) name += " #" + std::to_string(k + 1);
-        meta_events.push_back({0, metadata("thread_name", pid, tid, "name", json_quoted(name))});
-        meta_events.push_back(
-            {0, metadata("thread_sort_index", pid, tid, "sort_index", std::to_string(tid))});
-      }
-    }
-
-    // Memory: one counter whose series are the categories (drawn stacked), replayed from events;
-    // the host tier (--offload) as a second counter, "host memory", so the two are never summed.
-    for (const auto& [name, list] :
-         {std::pair<const char*, const std::vector<MemEvent>*>{"memory", &rt.mem},
-          {"host memory", &rt.host_mem}}) {
-      MemArray cur{};
-      for (const MemEvent& m : *list) {
-        cur[static_cast<int>(m.category)] = m.cat_total;
-        std::string e = event_head(name, "C", m.t, pid, 0);
-        e += ",\"args\":{";
-        for (int c = 0; c < kNumMemCategories; ++c) {
-          if (c) e += ',';
-          e += json_quoted(mem_category_name(static_cast<MemCategory>(c))) + ":" +
-               std::to_string(cur[c]);
-        }
-        e += "}}";
-        events.push_back({std::max<int64_t>(0, m.t), std::move(e)});
-      }
-    }
+    add_span_events(rt, pid, meta_events, events);
+    add_memory_events(rt, pid, events);
 
     for (const StepEvent& st : rt.steps) {
       std::string e = event_head("step " + std::to_string(st.step), "i", st.t, pid, 0);

@@ -221,12 +221,99 @@ RunReader::RunReader(std::string dir, bool wait_for_start) {
     SL_THROW(IoError, data_.dir, ": no such run directory");
 }
 
+bool RunReader::read_meta(const std::string& dir_name, bool& waiting, std::string& why) {
+  waiting = false;
+  if (!data_.meta.empty()) return false;
+  std::string text;
+  const std::string err = read_from(fs::path(dir_name) / "meta.json", 0, text);
+  if (!err.empty()) {
+    if (err != "missing") why = "meta.json: " + err;
+    waiting = true;
+    return false;
+  }
+  json m = json::parse(text, nullptr, false);
+  if (m.is_discarded() || !m.is_object()) {
+    problem_ = "meta.json: malformed, will retry";
+    waiting = true;
+    return false;
+  }
+  data_.meta = std::move(m);
+  return true;
+}
+
+bool RunReader::read_ranks(const std::string& dir_name, int world, bool& removed) {
+  bool changed = false;
+  std::error_code ec;
+  const auto rank_files = list_rank_files(fs::path(dir_name), ec);
+  removed = static_cast<bool>(ec);
+  if (ec) return false;
+  // Rows beyond world_size each need a non-empty file: a stray rank999999.jsonl adds no rows.
+  const int64_t rank_limit = std::min<int64_t>(kMaxRunRanks, world + count_non_empty(rank_files));
+  std::vector<const RankFile*> accepted;
+  for (const RankFile& rf : rank_files) {
+    const std::string name = rf.path.filename().string();
+    const bool known = static_cast<size_t>(rf.rank) < files_.size();
+    if (!rf.regular) {
+      problem_ = name + ": is not a regular file, skipped";
+    } else if (rf.size == 0 && !known) {
+      // Nothing to read yet (and nothing to size tables by).
+    } else if (rf.rank >= rank_limit && !known) {
+      problem_ = name + ": rank " + std::to_string(rf.rank) + " is beyond world_size " +
+                 std::to_string(world) + " and the rank files present; skipped";
+    } else {
+      accepted.push_back(&rf);
+    }
+  }
+  size_t n = static_cast<size_t>(world);
+  for (const RankFile* rf : accepted) n = std::max(n, static_cast<size_t>(rf->rank) + 1);
+  if (data_.ranks.size() < n) {
+    data_.ranks.resize(n);
+    files_.resize(n);
+    changed = true;
+  }
+
+  for (const RankFile* rf : accepted) {
+    const int rank = rf->rank;
+    FileState& fsx = files_[rank];
+    RankTrace& rt = data_.ranks[rank];
+    const std::string name = rf->path.filename().string();
+    const auto size = fs::file_size(rf->path, ec);
+    if (ec) continue;  // vanished between listing and reading: next poll says so
+    if (static_cast<int64_t>(size) < fsx.offset) {
+      // Replaced or truncated by someone else: start this rank over.
+      rt = RankTrace();
+      fsx = FileState();
+      problem_ = name + ": file shrank, read again from the start";
+      changed = true;
+    }
+    if (static_cast<int64_t>(size) == fsx.offset) continue;
+    std::string fresh;
+    if (!read_from(rf->path, fsx.offset, fresh).empty()) continue;
+    fsx.offset += static_cast<int64_t>(fresh.size());
+    fsx.partial += fresh;
+    consume_lines(fsx.partial, rank, rt, fsx.line_no, name, [&](int64_t line, const std::string&) {
+      problem_ = name + ":" + std::to_string(line) + ": skipped malformed line";
+    });
+    changed = true;
+  }
+  return changed;
+}
+
+bool RunReader::read_summary(const std::string& dir_name) {
+  if (!data_.summary.empty()) return false;
+  std::string text;
+  if (!read_from(fs::path(dir_name) / "summary.json", 0, text).empty()) return false;
+  json s = json::parse(text, nullptr, false);
+  if (s.is_discarded() || !s.is_object() || s.empty()) return false;
+  data_.summary = std::move(s);
+  return true;
+}
+
 bool RunReader::poll() {
   bool changed = false;
-  const fs::path dir(data_.dir);
   try {
     std::error_code ec;
-    if (!fs::is_directory(dir, ec)) {
+    if (!fs::is_directory(fs::path(data_.dir), ec)) {
       status_ = seen_dir_ ? "run directory removed: " + data_.dir
                           : "waiting for run directory " + data_.dir;
       return false;
@@ -235,96 +322,20 @@ bool RunReader::poll() {
 
     bool waiting_for_meta = false;
     std::string meta_why;  // why meta.json could not be read, when it is there
-    if (data_.meta.empty()) {
-      std::string text;
-      const std::string why = read_from(dir / "meta.json", 0, text);
-      if (why.empty()) {
-        json m = json::parse(text, nullptr, false);
-        if (!m.is_discarded() && m.is_object()) {
-          data_.meta = std::move(m);
-          changed = true;
-        } else {
-          problem_ = "meta.json: malformed, will retry";
-          waiting_for_meta = true;
-        }
-      } else {
-        if (why != "missing") meta_why = "meta.json: " + why;
-        waiting_for_meta = true;
-      }
-    }
+    changed = read_meta(data_.dir, waiting_for_meta, meta_why);
     int world = 0;
     try {
       world = meta_world_size(data_.meta, "meta.json");
     } catch (const IoError& e) {
       problem_ = e.what();  // ranks then come from the rank files alone
     }
-
-    const auto rank_files = list_rank_files(dir, ec);
-    if (ec) {
+    bool removed = false;
+    changed = read_ranks(data_.dir, world, removed) || changed;
+    if (removed) {
       status_ = "run directory removed: " + data_.dir;
       return changed;
     }
-    // Rows beyond world_size each need a non-empty file: a stray rank999999.jsonl adds no rows.
-    const int64_t rank_limit = std::min<int64_t>(kMaxRunRanks, world + count_non_empty(rank_files));
-    std::vector<const RankFile*> accepted;
-    for (const RankFile& rf : rank_files) {
-      const std::string name = rf.path.filename().string();
-      const bool known = static_cast<size_t>(rf.rank) < files_.size();
-      if (!rf.regular) {
-        problem_ = name + ": is not a regular file, skipped";
-      } else if (rf.size == 0 && !known) {
-        // Nothing to read yet (and nothing to size tables by).
-      } else if (rf.rank >= rank_limit && !known) {
-        problem_ = name + ": rank " + std::to_string(rf.rank) + " is beyond world_size " +
-                   std::to_string(world) + " and the rank files present; skipped";
-      } else {
-        accepted.push_back(&rf);
-      }
-    }
-    size_t n = static_cast<size_t>(world);
-    for (const RankFile* rf : accepted) n = std::max(n, static_cast<size_t>(rf->rank) + 1);
-    if (data_.ranks.size() < n) {
-      data_.ranks.resize(n);
-      files_.resize(n);
-      changed = true;
-    }
-
-    for (const RankFile* rf : accepted) {
-      const int rank = rf->rank;
-      FileState& fsx = files_[rank];
-      RankTrace& rt = data_.ranks[rank];
-      const std::string name = rf->path.filename().string();
-      const auto size = fs::file_size(rf->path, ec);
-      if (ec) continue;  // vanished between listing and reading: next poll says so
-      if (static_cast<int64_t>(size) < fsx.offset) {
-        // Replaced or truncated by someone else: start this rank over.
-        rt = RankTrace();
-        fsx = FileState();
-        problem_ = name + ": file shrank, read again from the start";
-        changed = true;
-      }
-      if (static_cast<int64_t>(size) == fsx.offset) continue;
-      std::string fresh;
-      if (!read_from(rf->path, fsx.offset, fresh).empty()) continue;
-      fsx.offset += static_cast<int64_t>(fresh.size());
-      fsx.partial += fresh;
-      consume_lines(fsx.partial, rank, rt, fsx.line_no, name,
-                    [&](int64_t line, const std::string&) {
-                      problem_ = name + ":" + std::to_string(line) + ": skipped malformed line";
-                    });
-      changed = true;
-    }
-
-    if (data_.summary.empty()) {
-      std::string text;
-      if (read_from(dir / "summary.json", 0, text).empty()) {
-        json s = json::parse(text, nullptr, false);
-        if (!s.is_discarded() && s.is_object() && !s.empty()) {
-          data_.summary = std::move(s);
-          changed = true;
-        }
-      }
-    }
+    changed = read_summary(data_.dir) || changed;
     if (!waiting_for_meta) {
       status_ = problem_;
     } else {

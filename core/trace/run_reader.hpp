@@ -99,6 +99,12 @@ class RunReader {
     std::string partial;  // an incomplete last line, completed by a later poll
     int64_t line_no = 0;
   };
+  // The pieces of poll(), each returning whether it changed data_. read_meta also says whether
+  // meta.json is still awaited (and why, when it is there but unreadable).
+  bool read_meta(const std::string& dir, bool& waiting, std::string& why);
+  bool read_ranks(const std::string& dir, int world, bool& removed);
+  bool read_summary(const std::string& dir);
+
   RunData data_;
   std::vector<FileState> files_;
   std::string status_;

@@ -114,7 +114,7 @@ std::string save_train_checkpoint(const Engine& engine, Communicator& comm, cons
   meta.step = step;
   meta.optimizer_step = engine.steps_done();
   meta.strategy = strategy_name(engine.config().strategy);
-  meta.model_config = gpt_config_json(engine.model());
+  meta.model_config = engine.model().config();
   meta.loader = loader;
   // The loop draws no random numbers per step: the batch order is a pure function of the seed
   // and the epoch (DataLoader), and parameter initialisation happens once, before step 1.
@@ -130,7 +130,7 @@ CheckpointMeta load_train_checkpoint(Engine& engine, const std::string& path) {
   EngineShards shards;
   engine_shards(engine, shards);
   LoadOptions opt;
-  opt.expect_model_config = gpt_config_json(engine.model());
+  opt.expect_model_config = engine.model().config();
   const CheckpointMeta meta = load_checkpoint(path, shards.ckpt, opt);
   for (int u = 0; u < engine.num_units(); ++u)
     engine.set_shard(u, shards.host[static_cast<size_t>(u)]);

@@ -124,6 +124,29 @@ int64_t restore(const RunPlan& p, RankContext& ctx, EngineStepper& stepper, Data
   return 0;
 }
 
+// The figures of a finished run the loop did not count itself: rates, peaks, traffic, the final
+// loss (the mean of the last 10).
+void measure_result(RankContext& ctx, EngineStepper& stepper, TrainResult& r) {
+  r.num_params = stepper.num_params();
+  r.world = ctx.world;
+  r.tokens_per_s = r.seconds > 0 ? static_cast<double>(r.tokens) / r.seconds : 0.0;
+  r.peak_bytes = ctx.tracker->peak_total();
+  r.peak_by_category = ctx.tracker->at_peak();
+  r.peak_each_category = ctx.tracker->peak_all();
+  r.pool = ctx.device->pool_report();
+  r.comm_bytes_per_step = stepper.last().comm_total();
+  r.comm_buffer_per_step = stepper.last().comm_buffer;
+  if (const MemoryTracker* host = stepper.engine().host_tracker()) {
+    r.host_peak_bytes = host->peak_total();
+    r.host_peak_by_category = host->at_peak();
+    r.copy_h2d_per_step = stepper.last().copy_h2d;
+    r.copy_d2h_per_step = stepper.last().copy_d2h;
+  }
+  const size_t tail = std::min<size_t>(10, r.losses.size());
+  for (size_t i = r.losses.size() - tail; i < r.losses.size(); ++i) r.final_loss += r.losses[i];
+  if (tail) r.final_loss /= static_cast<double>(tail);
+}
+
 void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResult& r) {
   const TrainConfig& cfg = p.cfg;
   cfg.check_split(ctx.world);  // under mpirun, validate() could not know the world
@@ -208,29 +231,12 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
   r.losses = losses;
   r.step_seconds = step_seconds;
   r.start_step = start;
-  r.num_params = stepper.num_params();
-  r.world = ctx.world;
   r.seconds = seconds;
   r.tokens = (cfg.steps - start) * tokens_per_step;
-  r.tokens_per_s = r.seconds > 0 ? static_cast<double>(r.tokens) / r.seconds : 0.0;
-  r.peak_bytes = ctx.tracker->peak_total();
-  r.peak_by_category = ctx.tracker->at_peak();
-  r.peak_each_category = ctx.tracker->peak_all();
-  r.pool = ctx.device->pool_report();
-  r.comm_bytes_per_step = stepper.last().comm_total();
-  r.comm_buffer_per_step = stepper.last().comm_buffer;
-  if (const MemoryTracker* host = stepper.engine().host_tracker()) {
-    r.host_peak_bytes = host->peak_total();
-    r.host_peak_by_category = host->at_peak();
-    r.copy_h2d_per_step = stepper.last().copy_h2d;
-    r.copy_d2h_per_step = stepper.last().copy_d2h;
-  }
   r.run_dir = trace.path();
   r.last_checkpoint = last_ckpt;
   r.checkpoint_seconds = ckpt_seconds;
-  const size_t tail = std::min<size_t>(10, r.losses.size());
-  for (size_t i = r.losses.size() - tail; i < r.losses.size(); ++i) r.final_loss += r.losses[i];
-  if (tail) r.final_loss /= static_cast<double>(tail);
+  measure_result(ctx, stepper, r);
   if (simulated(ctx)) return;  // shardlab simulate prints its predictions itself
   print_run_summary(out, r, *ctx.tracker);
   if (!r.run_dir.empty()) {

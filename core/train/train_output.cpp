@@ -178,10 +178,18 @@ nlohmann::json run_meta(const TrainConfig& cfg, const GPTConfig& m, int world,
                    {"n_head", m.n_head},           {"n_embd", m.n_embd},
                    {"num_params", m.num_params()}};
   meta["config"] = train_config_json(cfg);
-  // The FSDP units by id, named by what they hold (the viewer's units strip labels its rows so).
+  // The FSDP units by id, named by what they hold (the viewer's units strip labels its rows so),
+  // with the model's stages each holds.
+  const Model model(m);
+  meta["model"]["stages"] = nlohmann::json::array();  // in forward order
+  for (int s = 0; s < model.num_stages(); ++s)
+    meta["model"]["stages"].push_back(model.stage(s).name());
   meta["units"] = nlohmann::json::array();
-  for (const WrapUnit& u : make_wrap_plan(m, parse_wrap_policy(e.wrap)).units)
-    meta["units"].push_back({{"name", u.name}, {"numel", u.numel}});
+  for (const WrapUnit& u : make_wrap_plan(model, parse_wrap_policy(e.wrap)).units) {
+    nlohmann::json stages = nlohmann::json::array();
+    for (int s : u.stages) stages.push_back(model.stage(s).name());
+    meta["units"].push_back({{"name", u.name}, {"numel", u.numel}, {"stages", stages}});
+  }
   meta["device"] = cfg.device;
   if (backend == "local") {
     // The CPU each rank's thread ran on: null when the scheduler placed them.

@@ -2,9 +2,7 @@
 // and v for the whole model but only ever touched this rank's slice; now a rank allocates only
 // that slice. Parameters, gradients and both moments are all shards of the same range, so a rank
 // keeps 16 bytes per parameter divided by N. Nothing else changes: same collectives, same bytes.
-#include <algorithm>
-
-#include "lessons/common/lesson.hpp"
+#include "lessons/common/shards.hpp"
 
 using namespace shardlab;
 using namespace shardlab::lessons;
@@ -16,28 +14,9 @@ const LessonInfo kInfo = {
     "Adam state for the local shard only: parameters, gradients and optimizer "
     "all sharded."};
 
-// Rank r of N owns elements [r*S, (r+1)*S) of a unit's flat buffer padded to N*S elements.
-struct Shard {
-  int64_t size = 0;    // S = ceil(numel / N)
-  int64_t offset = 0;  // r * S
-  int64_t real = 0;    // elements of the shard inside the unit; the rest is padding (zeros)
-};
-Shard shard_of(int64_t numel, int rank, int world) {
-  const int64_t S = (numel + world - 1) / world;
-  const int64_t offset = rank * S;
-  return {S, offset, std::clamp<int64_t>(numel - offset, 0, S)};
-}
-
-// One unit as this rank keeps it.
-struct Unit {
-  int64_t numel = 0;  // parameters in the unit
-  Shard shard;        // this rank's part of the padded flat buffer
-  Buffer params;      // (S) this rank's shard only
-  Buffer grads;       // (S) this rank's shard of the mean gradient
-  Buffer m, v;        // (S) Adam moments of this rank's shard
-  Buffer full;        // (N*S) params_unsharded: the gathered unit while it computes, else empty
-  Buffer dfull;       // (N*S) grads_unsharded: the unit's whole gradient until reduce-scattered
-};
+// Units are kept as ShardedUnit (lessons/common/shards.hpp, with lesson 2's shard_of, gather and
+// reshard): parameters and gradients as shards, and now Adam's m and v too.
+using Unit = ShardedUnit;
 
 std::vector<Unit> build_shards(RankContext& ctx, const GPTConfig& cfg, uint64_t seed) {
   Device& dev = *ctx.device;
@@ -56,23 +35,6 @@ std::vector<Unit> build_shards(RankContext& ctx, const GPTConfig& cfg, uint64_t 
     unit.v = dev.alloc_zeros(unit.shard.size * 4, MemCategory::optimizer_state);
   }
   return units;
-}
-
-// Before a unit computes: every rank sends its shard and receives all N, in rank order, which is
-// the whole padded flat buffer.
-const float* gather(RankContext& ctx, Unit& unit, int u) {
-  ctx.recorder->unit(u, UnitState::gathering);
-  unit.full = ctx.device->alloc(unit.shard.size * ctx.world * 4, MemCategory::params_unsharded);
-  ctx.comm->all_gather(unit.params.data(), unit.full.data(), unit.shard.size, DType::f32, false,
-                       {u, "params"});
-  ctx.recorder->unit(u, UnitState::unsharded);
-  return unit.full.f32();
-}
-
-// After it computed: drop the gathered copy; the shard stays.
-void reshard(RankContext& ctx, Unit& unit, int u) {
-  unit.full.reset();
-  ctx.recorder->unit(u, UnitState::resharded);
 }
 
 // A zeroed, padded buffer for the unit's whole gradient; backward accumulates into it.
@@ -160,13 +122,9 @@ float train_step(RankContext& ctx, const LessonOptions& opt, const GPTConfig& cf
 void train_rank(RankContext& ctx, const LessonOptions& opt, RankResult& res) {
   const GPTConfig cfg = opt.config();
   std::vector<Unit> units = build_shards(ctx, cfg, opt.seed);
-  DataLoader data = make_loader(opt, ctx.rank, ctx.world);
-  for (int step = 0; step < opt.steps; ++step) {
-    const Batch batch = data.next();
-    StepMeter meter({{ctx.comm, ""}});
-    const float loss = train_step(ctx, opt, cfg, units, batch, step);
-    end_step(ctx, meter, step, loss, batch.rows * batch.seq, res);
-  }
+  run_steps(ctx, opt, res, [&](const Batch& batch, int step) {
+    return train_step(ctx, opt, cfg, units, batch, step);
+  });
 }
 
 }  // namespace
@@ -180,27 +138,17 @@ int main(int argc, char** argv) {
     // ---- what it should have cost: Ψ parameters, Ψ' after padding each unit to a multiple of N
     const GPTConfig cfg = lesson.config();
     const int N = lesson.ranks();
-    int64_t psi = 0, psi_pad = 0, largest = 0, largest_block = 0;
-    for (int u = 0; u < num_units(cfg); ++u) {
-      const int64_t n = unit_layout(cfg, u).numel, padded = shard_of(n, 0, N).size * N;
-      psi += n;
-      psi_pad += padded;
-      largest = std::max(largest, padded);
-      if (u != kRootUnit) largest_block = std::max(largest_block, padded);
-    }
-    const int64_t root_pad = shard_of(unit_layout(cfg, kRootUnit).numel, 0, N).size * N;
-    lesson.note("units: root " + commas(unit_layout(cfg, kRootUnit).numel) + " params, " +
-                std::to_string(cfg.n_layer) + " blocks of " + commas(unit_layout(cfg, 1).numel) +
-                "; Ψ = " + commas(psi) + ", padded to multiples of N = " + std::to_string(N) +
-                ": Ψ' = " + commas(psi_pad) + " (padding " + commas(psi_pad - psi) + ")");
+    const PaddedSizes z = padded_sizes(cfg, N);
+    const int64_t psi_pad = z.psi_pad;
+    lesson.note(units_note(cfg, N, z));
     lesson.expect_memory(MemCategory::params, false, "4Ψ'/N (a shard)", 4 * psi_pad / N);
     lesson.expect_memory(MemCategory::grads, false, "4Ψ'/N (a shard)", 4 * psi_pad / N);
     lesson.expect_memory(MemCategory::optimizer_state, false, "8Ψ'/N (a shard)", 8 * psi_pad / N);
     lesson.expect_persistent("16Ψ'/N", 16 * psi_pad / N);
-    lesson.expect_memory(MemCategory::params_unsharded, true, "4 × largest unit", 4 * largest);
+    lesson.expect_memory(MemCategory::params_unsharded, true, "4 × largest unit", 4 * z.largest);
     // The root's whole gradient waits for the embedding while each block's comes and goes.
     lesson.expect_memory(MemCategory::grads_unsharded, true, "4 × (root + largest block)",
-                         4 * (root_pad + largest_block));
+                         4 * (z.root_pad + z.largest_block));
     // Each unit is gathered twice a step: for its forward and for its backward (the root for the
     // embedding and for the head, whose backward follows at once).
     lesson.expect_comm("all_gather", "2·4Ψ'(N-1)/N", 2 * 4 * psi_pad * (N - 1) / N);

@@ -125,7 +125,7 @@ TEST(ViewerRunModel, SummaryMatchesTheSchedule) {
 
   // FSDP: per step and rank, 2U all-gathers (forward and backward) and U reduce-scatters of a
   // full unit buffer each.
-  const RunSummary& s = m.summary;
+  const SummaryFigures& s = m.summary;
   const int64_t P = o.unit_param_bytes;
   auto ag = s.ops[static_cast<int>(OpKind::all_gather)];
   auto rs = s.ops[static_cast<int>(OpKind::reduce_scatter)];

@@ -59,7 +59,9 @@ struct RankModel {
   int64_t t_last = 0;
 };
 
-struct RunSummary {
+// The run's figures the summary panel shows (not core/trace's RunSummary, which summary.json
+// holds: these are computed from the loaded events, and follow a live run).
+struct SummaryFigures {
   int n_steps = 0;               // steps every rank reported
   bool warmup_excluded = false;  // the first of them left out of the two figures below (> 2 steps)
   double tokens_per_s = 0;       // all ranks' tokens / sum of step times, as `shardlab summary`
@@ -78,7 +80,7 @@ struct RunModel {
   RunInfo info;
   std::vector<RankModel> ranks;
   std::vector<StepInfo> steps;
-  RunSummary summary;
+  SummaryFigures summary;
   int64_t t_last = 0;  // latest event time over ranks
   // --offload: some rank has host-tier memory events (a host memory row per rank) or copy spans
   // between the tiers (a copy lane per rank); both false otherwise, and nothing extra is drawn.

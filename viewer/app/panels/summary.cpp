@@ -185,7 +185,7 @@ void show_summary_table(ViewerState& s, ImVec2 size) {
   char buf[160];
   row("run", run_cell);
   row("steps, mean time", model([](const RunModel& m) {
-        const RunSummary& x = m.summary;
+        const SummaryFigures& x = m.summary;
         return std::to_string(x.n_steps) + ", " + format_duration(x.mean_step_s * 1e9) +
                (x.warmup_excluded ? " (first step left out)" : "");
       }));
