@@ -8,6 +8,11 @@
 
 namespace shardlab {
 
+// The most transformer blocks `plan` and `simulate` take. The meta device holds no memory, but
+// the engine still keeps each unit's layout and schedule on the host; without a bound, --n-layer
+// 1000000000 grew that without limit. 2^16 blocks is far beyond any published model (~100-200).
+inline constexpr int kMaxSimulatedLayers = 1 << 16;
+
 struct GPTConfig {
   int vocab_size = 256;  // V: byte-level by default; 50257 for the GPT-2 tokenizer
   int max_seq_len = 64;  // maxT: rows of the position embedding wpe

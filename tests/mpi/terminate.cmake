@@ -1,0 +1,40 @@
+# A rank killed under mpirun (-np 3): rank 2's process kills itself (SIGKILL) before step 3, as a
+# crash or the OOM killer would end it. mpirun then ends ranks 0 and 1 with SIGTERM. Each must
+# say on stderr what it was doing, and both must be in the run directory's flight.json, rank 2
+# missing (it is the one that died); the job exits non-zero within seconds.
+# Run with -DMPIEXEC=... -DMPI_FLAGS=... -DSHARDLAB=... -DWORK_DIR=...
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+execute_process(
+  COMMAND ${MPIEXEC} -np 3 ${MPI_FLAGS} ${SHARDLAB} train --backend mpi --model tiny --steps 6 --batch 12
+          --kill-rank 2:3 --run-dir ${WORK_DIR}/run
+  WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+  TIMEOUT 120)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "the job exited 0\n${out}${err}")
+endif()
+foreach(r 0 1)
+  if(NOT err MATCHES "shardlab: rank ${r}: terminated by SIGTERM [^\n]* while (waiting in #[0-9]+|busy outside collectives since #[0-9]+)")
+    message(FATAL_ERROR "rank ${r} did not say what it was doing:\n${out}${err}")
+  endif()
+endforeach()
+if(NOT EXISTS ${WORK_DIR}/run/flight.json)
+  message(FATAL_ERROR "no flight.json\n${err}")
+endif()
+file(READ ${WORK_DIR}/run/flight.json flight)
+string(JSON n LENGTH "${flight}" ranks)
+set(seen "")
+math(EXPR last "${n} - 1")
+foreach(i RANGE ${last})
+  string(JSON r GET "${flight}" ranks ${i} rank)
+  string(JSON by GET "${flight}" ranks ${i} terminated_by)
+  if(NOT by STREQUAL "SIGTERM")
+    message(FATAL_ERROR "rank ${r} of flight.json was not terminated by SIGTERM:\n${flight}")
+  endif()
+  list(APPEND seen ${r})
+endforeach()
+list(SORT seen)
+if(NOT seen STREQUAL "0;1")
+  message(FATAL_ERROR "flight.json holds ranks '${seen}', not 0 and 1:\n${flight}")
+endif()
+message(STATUS "exit ${rc}; ranks 0 and 1 said what they were doing and are in flight.json")
