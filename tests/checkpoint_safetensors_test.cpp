@@ -449,3 +449,65 @@ TEST(CheckpointSafetensors, NonFiniteTensorIsRefusedNamingTensorAndElement) {
     }
   EXPECT_EQ(refused, 2);
 }
+
+// A save_pretrained directory with its tensors in two shards and model.safetensors.index.json
+// ("model."-prefixed names, as LlamaForCausalLM writes them) loads as one file would; a directory
+// with model.safetensors alone too; a broken index is refused naming the index and the entry.
+TEST(CheckpointSafetensors, ShardedSaveWithIndexLoads) {
+  const GPTConfig cfg = tiny_config();
+  const FullState full = make_full_state(cfg, 5);
+  const std::string dir = scratch_dir("st_sharded");
+  // Units 0 and 1 in the first shard, the rest in the second.
+  nlohmann::json map = nlohmann::json::object();
+  for (int part = 0; part < 2; ++part) {
+    const std::string file = "model-0000" + std::to_string(part + 1) + "-of-00002.safetensors";
+    std::vector<SafetensorsWriter::Decl> decls;
+    std::vector<const float*> data;
+    for (size_t u = 0; u < full.layouts.size(); ++u) {
+      if ((u < 2) != (part == 0)) continue;
+      for (const ParamEntry& e : full.layouts[u].entries) {
+        decls.push_back({"model." + e.name, e.shape});
+        data.push_back(full.data.at(kStateParams)[u].data() + e.offset);
+        map["model." + e.name] = file;
+      }
+    }
+    SafetensorsWriter w(dir + "/" + file, decls, DType::f32);
+    for (const float* d : data) w.write_next(d);
+    w.finish();
+  }
+  write_file_atomic(dir + "/model.safetensors.index.json",
+                    nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}}.dump());
+  for (int r = 0; r < 2; ++r) {
+    RankHolding h = make_holding(full, r, 2, false, false);
+    EXPECT_EQ(load_safetensors_into(dir, h.shards), 4 + 2 * 12);
+    for (const CkptShard& u : h.shards) {
+      const std::vector<float>& want = full.data.at(kStateParams)[static_cast<size_t>(u.unit)];
+      const float* got = u.states.at(kStateParams);
+      for (int64_t i = u.begin; i < std::min<int64_t>(u.end, static_cast<int64_t>(want.size()));
+           ++i)
+        ASSERT_EQ(got[i - u.begin], want[static_cast<size_t>(i)])
+            << "unit " << u.unit << " at " << i;
+    }
+  }
+  // The index names a file that does not hold the tensor.
+  map["model.wte.weight"] = "model-00002-of-00002.safetensors";
+  write_file_atomic(dir + "/model.safetensors.index.json",
+                    nlohmann::json{{"weight_map", map}}.dump());
+  RankHolding h = make_holding(full, 0, 1, false, false);
+  try {
+    load_safetensors_into(dir, h.shards);
+    ADD_FAILURE() << "no error";
+  } catch (const IoError& e) {
+    expect_has(e.what(),
+               "model.safetensors.index.json: weight_map['model.wte.weight'] = "
+               "\"model-00002-of-00002.safetensors\", which does not hold it");
+  }
+  // No index and no model.safetensors.
+  const std::string empty = scratch_dir("st_sharded_empty");
+  try {
+    load_safetensors_into(empty, h.shards);
+    ADD_FAILURE() << "no error";
+  } catch (const IoError& e) {
+    expect_has(e.what(), "holds neither model.safetensors nor model.safetensors.index.json");
+  }
+}

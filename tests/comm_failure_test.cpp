@@ -8,7 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "core/base/virtual_clock.hpp"
+#include "core/comm/comm_common.hpp"
+#include "core/comm/flight_recorder.hpp"
 #include "core/comm/launcher.hpp"
+#include "core/comm/sim_comm.hpp"
+#include "core/device/cluster_spec.hpp"
 
 using namespace shardlab;
 
@@ -220,6 +225,44 @@ TEST(CommFailure, BadArgumentsAreNamedOnTheCallingRank) {
     EXPECT_THROW(ctx.comm->split(-1, 0), InvalidArgument);
     ctx.comm->barrier();  // nothing was half-issued: the ranks still agree
   });
+}
+
+// Communicator's public calls do the bookkeeping once for every backend: a refused call is neither
+// counted nor entered in the flight recorder; an accepted one is counted once and ends done, and a
+// split is in the flight recorder too. The same on the local backend and on the simulator's.
+void expect_bookkeeping_once(Communicator& c) {
+  const std::string who = c.backend();
+  float a[8] = {};
+  EXPECT_THROW(c.all_gather(a, a, -1, DType::f32), InvalidArgument) << who;
+  EXPECT_THROW(c.broadcast(a, 4, DType::f32, c.size()), InvalidArgument) << who;
+  EXPECT_THROW(c.split(-1, 0), InvalidArgument) << who;
+  EXPECT_EQ(c.traffic().total(), 0) << who;
+  EXPECT_EQ(c.traffic().buffer, 0) << who;
+  EXPECT_TRUE(c.flight().records().empty()) << who;
+  c.all_reduce(a, a, 4, DType::f32);
+  EXPECT_EQ(c.traffic().all_reduce, 2 * 16 * (c.size() - 1) / c.size()) << who;
+  EXPECT_EQ(c.traffic().buffer, 16) << who;
+  std::vector<CollectiveRecord> r = c.flight().records();
+  ASSERT_EQ(r.size(), 1u) << who;
+  EXPECT_EQ(r[0].op, CommOp::all_reduce) << who;
+  EXPECT_EQ(r[0].count, 4) << who;
+  EXPECT_EQ(r[0].state, CollectiveRecord::State::done) << who;
+  std::vector<int> everyone(static_cast<size_t>(c.size()));
+  for (int i = 0; i < c.size(); ++i) everyone[static_cast<size_t>(i)] = i;
+  auto sub = c.split_group(0, c.rank(), everyone);
+  ASSERT_NE(sub, nullptr) << who;
+  EXPECT_EQ(sub->size(), c.size()) << who;
+  r = c.flight().records();
+  ASSERT_EQ(r.size(), 2u) << who;
+  EXPECT_EQ(r[1].op, CommOp::split) << who;
+  EXPECT_EQ(r[1].state, CollectiveRecord::State::done) << who;
+}
+
+TEST(CommBookkeeping, EveryBackendChecksCountsAndRecordsACallOnce) {
+  launch(ranks(2), [&](RankContext& ctx) { expect_bookkeeping_once(*ctx.comm); });
+  VirtualClock clock;
+  auto spec = std::make_shared<const ClusterSpec>(load_cluster_spec("h100-sxm"));
+  expect_bookkeeping_once(*make_sim_communicator(spec, 8, 3, clock));
 }
 
 TEST(CommFailure, LaunchOptionsAreChecked) {

@@ -15,6 +15,9 @@
 #include "core/kernels/layernorm.hpp"
 #include "core/kernels/optim.hpp"
 #include "core/kernels/residual.hpp"
+#include "core/kernels/rmsnorm.hpp"
+#include "core/kernels/rope.hpp"
+#include "core/kernels/swiglu.hpp"
 
 using namespace shardlab;
 
@@ -50,6 +53,13 @@ std::string missing_entries(const KernelTable& t) {
   SL_NEED(residual, forward);
   SL_NEED(residual, bias_broadcast);
   SL_NEED(residual, bias_backward);
+  SL_NEED(rmsnorm, forward);
+  SL_NEED(rmsnorm, backward);
+  SL_NEED(rope, table);
+  SL_NEED(rope, forward);
+  SL_NEED(rope, backward);
+  SL_NEED(swiglu, forward);
+  SL_NEED(swiglu, backward);
 #undef SL_NEED
   return missing;
 }
@@ -79,6 +89,11 @@ class TablelessDevice final : public Device {
 TEST(KernelTable, CpuTableIsComplete) {
   EXPECT_EQ(missing_entries(cpu_kernel_table()), "");
   EXPECT_STREQ(cpu_kernel_table().device, "cpu");
+}
+
+TEST(KernelTable, MetaTableIsComplete) {
+  EXPECT_EQ(missing_entries(meta_kernel_table()), "");
+  EXPECT_STREQ(meta_kernel_table().device, "meta");
 }
 
 // Checked without a GPU: the table is data, only its entries need one.

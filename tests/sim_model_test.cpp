@@ -517,7 +517,7 @@ TEST(SimComm, CountsBytesAsTheLocalBackendDoes) {
     VirtualClock clock;
     const auto spec = h100();  // the device keeps a reference: the spec outlives it
     MetaDevice dev(tracker, *spec, clock, GemmMath::fp32);
-    auto sim = make_sim_communicator(spec, n, r, dev, clock);
+    auto sim = make_sim_communicator(spec, n, r, clock);
     const Communicator::Traffic t = calls(*sim, dev);
     EXPECT_EQ(t.all_gather, local[r].all_gather);
     EXPECT_EQ(t.reduce_scatter, local[r].reduce_scatter);
@@ -532,7 +532,7 @@ TEST(SimComm, AsyncReturnsAtOnceAndWaitJoinsTheCollectivesEnd) {
   MemoryTracker tracker;
   VirtualClock clock;
   MetaDevice dev(tracker, *spec, clock, GemmMath::fp32);
-  auto world = make_sim_communicator(spec, 8, 3, dev, clock);
+  auto world = make_sim_communicator(spec, 8, 3, clock);
   const int64_t count = 1 << 20;
   Buffer b = dev.alloc(8 * count * 4, MemCategory::params_unsharded);
   const int64_t one = collective_ns(*spec, place_group(*spec, {0, 1, 2, 3, 4, 5, 6, 7}),
@@ -562,7 +562,7 @@ TEST(SimComm, WithoutAsyncProgressACollectiveRunsOnlyOnceTheRankWaits) {
   MemoryTracker tracker;
   VirtualClock clock;
   MetaDevice dev(tracker, *spec, clock, GemmMath::fp32);
-  auto world = make_sim_communicator(spec, 8, 3, dev, clock);
+  auto world = make_sim_communicator(spec, 8, 3, clock);
   const int64_t count = 1 << 20;
   Buffer b = dev.alloc(8 * count * 4, MemCategory::params_unsharded);
   char* mine = b.as<char>() + 3 * count * 4;
@@ -586,7 +586,7 @@ TEST(SimComm, WithoutAsyncProgressACollectiveRunsOnlyOnceTheRankWaits) {
   VirtualClock clock2;
   const auto preset = h100();  // the device keeps a reference: the spec outlives it
   MetaDevice dev2(tracker, *preset, clock2, GemmMath::fp32);
-  auto world2 = make_sim_communicator(preset, 8, 3, dev2, clock2);
+  auto world2 = make_sim_communicator(preset, 8, 3, clock2);
   Work v1 = world2->all_gather(mine, b.data(), count, DType::f32, true);
   Work v2 = world2->all_gather(mine, b.data(), count, DType::f32, true);
   clock2.advance(one / 2);
@@ -604,20 +604,31 @@ TEST(SimComm, HybridGroupsKnowWhetherTheyStayInsideANode) {
   VirtualClock clock;
   MetaDevice dev(tracker, *spec, clock, GemmMath::fp32);
   // 32 ranks on 4 nodes, rank 10: shard group of the 8 ranks of node 1, replica group of ranks
-  // 2, 10, 18, 26 (one per node).
-  auto world = make_sim_communicator(spec, 32, 10, dev, clock);
-  EXPECT_FALSE(sim_group_intra_node(*world));
+  // 2, 10, 18, 26 (one per node). Each group prices its collectives by where its members are: a
+  // blocking all_gather of 1 MiB per rank takes what the topology model gives that placement.
+  auto world = make_sim_communicator(spec, 32, 10, clock);
   auto shard = world->split_group(1, 10, {8, 9, 10, 11, 12, 13, 14, 15});
   auto replica = world->split_group(2, 10, {2, 10, 18, 26});
   EXPECT_EQ(shard->size(), 8);
   EXPECT_EQ(shard->rank(), 2);
-  EXPECT_TRUE(sim_group_intra_node(*shard));
   EXPECT_EQ(replica->size(), 4);
   EXPECT_EQ(replica->rank(), 1);
-  EXPECT_FALSE(sim_group_intra_node(*replica));
-  EXPECT_THROW(world->split(1, 10), InvalidArgument);                    // members unknown
-  EXPECT_THROW(world->split_group(1, 10, {8, 9, 11}), InvalidArgument);  // without this rank
-  EXPECT_THROW(make_sim_communicator(spec, 12, 0, dev, clock), InvalidArgument);  // 1.5 nodes
+  const int64_t count = 1 << 18;
+  Buffer b = dev.alloc(32 * count * 4, MemCategory::params_unsharded);
+  const auto time_of = [&](Communicator& c) {
+    const int64_t t0 = clock.now_ns;
+    c.all_gather(b.as<char>() + c.rank() * count * 4, b.data(), count, DType::f32);
+    return clock.now_ns - t0;
+  };
+  const GroupPlacement node1 = place_group(*spec, {8, 9, 10, 11, 12, 13, 14, 15});
+  const GroupPlacement across = place_group(*spec, {2, 10, 18, 26});
+  EXPECT_TRUE(node1.intra_node());
+  EXPECT_FALSE(across.intra_node());
+  EXPECT_EQ(time_of(*shard), collective_ns(*spec, node1, CommOp::all_gather, 8 * count * 4));
+  EXPECT_EQ(time_of(*replica), collective_ns(*spec, across, CommOp::all_gather, 4 * count * 4));
+  EXPECT_THROW(world->split(1, 10), InvalidArgument);                        // members unknown
+  EXPECT_THROW(world->split_group(1, 10, {8, 9, 11}), InvalidArgument);      // without this rank
+  EXPECT_THROW(make_sim_communicator(spec, 12, 0, clock), InvalidArgument);  // 1.5 nodes
 }
 
 TEST(SimComm, SpansCarryVirtualTimes) {
@@ -627,7 +638,7 @@ TEST(SimComm, SpansCarryVirtualTimes) {
   ScopedVirtualClock on(clock);
   MetaDevice dev(tracker, *spec, clock, GemmMath::fp32);
   Recorder rec(0, "");
-  auto world = make_sim_communicator(spec, 8, 0, dev, clock);
+  auto world = make_sim_communicator(spec, 8, 0, clock);
   world->set_recorder(&rec);
   clock.advance(1000);
   EXPECT_EQ(trace_now_ns(), 1000);  // the trace clock is the virtual one on this thread

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -14,8 +15,14 @@
 
 namespace shardlab {
 
-// {"vocab_size": 256, "max_seq_len": 64, "n_layer": 2, "n_head": 2, "n_embd": 64}
+// {"vocab_size": 256, "max_seq_len": 64, "n_layer": 2, "n_head": 2, "n_embd": 64} for GPT-2 (the
+// keys every checkpoint has); a Llama-family shape adds "family": "llama" and its own fields
+// (n_kv_head, ffn_dim, head_dim, rope_theta, norm_eps, qkv_bias, o_bias, mlp_bias,
+// tie_embeddings, and rope_scaling when it is llama3's).
 nlohmann::json gpt_config_json(const GPTConfig& cfg);
+// The inverse, for checkpoints read back (export); IoError naming `where` and the field when one
+// is missing or mistyped. The result is validated.
+GPTConfig gpt_config_from_json(const nlohmann::json& j, const std::string& where);
 
 inline std::vector<CkptTensor> unit_tensors(const UnitLayout& layout) {
   return to_ckpt_tensors(layout.entries);

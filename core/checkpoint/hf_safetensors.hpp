@@ -9,15 +9,19 @@
 // "*.attn.masked_bias" (causal-mask buffers in older files).
 #pragma once
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/base/dtype.hpp"
 #include "core/checkpoint/ckpt_shard.hpp"
+#include "core/checkpoint/safetensors.hpp"
 
 namespace shardlab {
 
-inline constexpr const char* kHfPrefix = "transformer.";
+inline constexpr const char* kHfPrefix = "transformer.";  // GPT2LMHeadModel's body
+inline constexpr const char* kHfLlamaPrefix = "model.";   // LlamaForCausalLM's body
 
 // Writes the "params" state of the checkpoint at ckpt_path (a directory or a root with `latest`)
 // to out_path as f32 or bf16, tensors in unit order, with __metadata__ {"format": "pt",
@@ -29,9 +33,30 @@ struct SafetensorsImportOptions {
   bool allow_unused = false;         // tolerate file tensors that match nothing in the model
 };
 
+// The tensors of a Hugging Face save: one safetensors file, or a save_pretrained directory holding
+// model.safetensors or shards listed by model.safetensors.index.json ({"weight_map": {tensor:
+// file}}). Every file is opened (its header checked) on construction; IoError names the file, or
+// the index and its field.
+class HfTensors {
+ public:
+  explicit HfTensors(const std::string& path);
+  // What the messages call it: the file, or the directory.
+  const std::string& path() const { return path_; }
+  // The tensor called `name`, or null; where: the file holding it.
+  const SafetensorsEntry* find(const std::string& name, const SafetensorsFile** where) const;
+  // Every tensor with its file, in file order.
+  std::vector<std::pair<const SafetensorsFile*, const SafetensorsEntry*>> all() const;
+  size_t size() const;
+
+ private:
+  std::string path_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+};
+
 // Fills `state` of every shard ([begin, end) of its flat buffer; padding and gaps become 0) from
-// the file, matching the shards' tensor names (with or without "transformer.") and shapes.
-// InvalidArgument naming the file and tensor when one is missing or mis-shaped, or (unless
+// `path` (a file or a save_pretrained directory, as HfTensors), matching the shards' tensor names
+// with or without the Hugging Face prefixes ("transformer." for GPT-2, "model." for Llama), and
+// shapes. InvalidArgument naming the file and tensor when one is missing or mis-shaped, or (unless
 // allow_unused) when the file holds a tensor the model does not. Returns the tensors read.
 int load_safetensors_into(const std::string& path, const std::vector<CkptShard>& shards,
                           const SafetensorsImportOptions& options = {});

@@ -68,11 +68,10 @@ bool tracing(Recorder* rec) { return rec && rec->enabled(); }
 
 int64_t comm_clock(Recorder* rec) { return tracing(rec) ? trace_now_ns() : 0; }
 
-void record_comm_span(Recorder* rec, CommOp op, const CallInfo& info, int64_t bytes, int64_t sent,
-                      DType dtype, const CommTimes& t) {
-  if (!tracing(rec)) return;
-  rec->span(Lane::comm, comm_op_name(op), info.unit, bytes, dtype, t.t_issue, t.t_start, t.t_end,
-            t.t_wait, t.wait_ns, t.last_rank, sent);
+void record_comm_span(Recorder* rec, const CollectiveCall& call, const CommTimes& t) {
+  if (!tracing(rec) || call.op == CommOp::split) return;
+  rec->span(Lane::comm, comm_op_name(call.op), call.info.unit, call.bytes, call.dtype, t.t_issue,
+            t.t_start, t.t_end, t.t_wait, t.wait_ns, t.last_rank, call.sent);
 }
 
 }  // namespace shardlab

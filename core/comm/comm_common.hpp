@@ -1,7 +1,7 @@
-// What every Communicator backend shares: the collective kinds and their names, argument checks
-// with rank-naming messages, errors carried between threads, and the trace span a collective
-// reports. The byte formulas are in traffic.hpp. Backends include both; users of a communicator
-// need only communicator.hpp.
+// What every Communicator backend shares: the collective kinds and their names, the checked call a
+// backend receives, argument checks with rank-naming messages, errors carried between threads,
+// and the trace span a collective reports. The byte formulas are in traffic.hpp. Backends include
+// both; users of a communicator need only communicator.hpp.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,24 @@ namespace shardlab {
 
 enum class CommOp : uint8_t { all_gather, reduce_scatter, all_reduce, broadcast, barrier, split };
 const char* comm_op_name(CommOp op);
+
+// One call as Communicator's public methods hand it to a backend's `start`: the arguments, already
+// checked (check_collective_args, the backend's check_call), counted in traffic(), entered in the
+// flight recorder as `seq`, with the two byte measures of traffic.hpp for its span.
+struct CollectiveCall {
+  CommOp op = CommOp::barrier;
+  const void* send = nullptr;
+  void* recv = nullptr;  // broadcast: the buffer (send == recv)
+  int64_t count = 0;
+  DType dtype = DType::f32;
+  ReduceOp reduce = ReduceOp::sum;
+  int root = 0;
+  bool async = false;
+  CallInfo info{};
+  int64_t seq = 0;    // the flight recorder's number for the call
+  int64_t bytes = 0;  // collective_bytes: the span's `bytes`
+  int64_t sent = 0;   // sent_bytes: the span's `sent`
+};
 
 // Throws InvalidArgument naming the rank and op when count < 0 or a buffer is null with count > 0.
 void check_collective_args(const char* backend, CommOp op, const void* send, const void* recv,
@@ -47,9 +65,8 @@ struct CommTimes {
   int last_rank = -1;    // the world rank that arrived last
 };
 
-// Reports one comm-lane span: `bytes` the collective's buffer (collective_bytes), `sent` what this
-// rank sent (sent_bytes); does nothing when `rec` is null or disabled.
-void record_comm_span(Recorder* rec, CommOp op, const CallInfo& info, int64_t bytes, int64_t sent,
-                      DType dtype, const CommTimes& t);
+// Reports the comm-lane span of `call`: its op, unit, dtype, buffer (bytes) and what this rank sent
+// (sent), at times `t`; does nothing when `rec` is null or disabled. Splits have no span.
+void record_comm_span(Recorder* rec, const CollectiveCall& call, const CommTimes& t);
 
 }  // namespace shardlab

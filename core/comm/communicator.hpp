@@ -59,6 +59,11 @@ class Work {
   std::shared_ptr<State> state_;
 };
 
+struct CollectiveCall;
+
+// The interface every backend shares. The public calls are not virtual: they check the arguments,
+// count the traffic and enter the call in the flight recorder the same way for every backend
+// (communicator.cpp), then hand the checked call to the backend's private `start`.
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -67,29 +72,24 @@ class Communicator {
   int size() const { return size_; }
   virtual const char* backend() const = 0;
 
-  virtual Work all_gather(const void* send, void* recv, int64_t count, DType t, bool async = false,
-                          CallInfo info = {}) = 0;
-  virtual Work reduce_scatter(const void* send, void* recv, int64_t count, DType t,
-                              ReduceOp op = ReduceOp::sum, bool async = false,
-                              CallInfo info = {}) = 0;
-  virtual Work all_reduce(const void* send, void* recv, int64_t count, DType t,
-                          ReduceOp op = ReduceOp::sum, bool async = false, CallInfo info = {}) = 0;
-  virtual Work broadcast(void* buf, int64_t count, DType t, int root, bool async = false,
-                         CallInfo info = {}) = 0;
-  virtual void barrier() = 0;
+  Work all_gather(const void* send, void* recv, int64_t count, DType t, bool async = false,
+                  CallInfo info = {});
+  Work reduce_scatter(const void* send, void* recv, int64_t count, DType t,
+                      ReduceOp op = ReduceOp::sum, bool async = false, CallInfo info = {});
+  Work all_reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op = ReduceOp::sum,
+                  bool async = false, CallInfo info = {});
+  Work broadcast(void* buf, int64_t count, DType t, int root, bool async = false,
+                 CallInfo info = {});
+  void barrier();
 
-  // A new communicator over the ranks that pass the same color, ordered by (key, old rank).
-  // Collective: every rank of this communicator must call it.
-  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  // A new communicator over the ranks that pass the same color (>= 0), ordered by (key, old
+  // rank). Collective: every rank of this communicator must call it.
+  std::unique_ptr<Communicator> split(int color, int key);
   // split() for a caller that can name the group it asks for: `members` are the ranks of this
   // communicator that pass `color`, ascending (the mesh knows them). The real backends learn the
   // members by exchanging colours and ignore the list; the simulator, which runs one rank of N and
-  // so cannot hear the others' colours, takes the group from it.
-  virtual std::unique_ptr<Communicator> split_group(int color, int key,
-                                                    const std::vector<int>& members) {
-    (void)members;
-    return split(color, key);
-  }
+  // so cannot hear the others' colours, takes the group from it (and refuses split()).
+  std::unique_ptr<Communicator> split_group(int color, int key, const std::vector<int>& members);
 
   // Where spans go (may be null: nothing recorded). Set by the launcher.
   void set_recorder(Recorder* r) { recorder_ = r; }
@@ -117,6 +117,24 @@ class Communicator {
   int size_;
   Recorder* recorder_ = nullptr;
   std::shared_ptr<FlightRecorder> flight_;
+
+ private:
+  // What a backend implements (comm_common.hpp describes the call it receives).
+  // Checks of its own, after the shared ones and before anything is counted (MPI's int counts,
+  // NCCL's device pointers). The default has none.
+  virtual void check_call(const CollectiveCall& call) const;
+  // Runs one collective or barrier, already checked, counted and in the flight recorder as
+  // call.seq: marks the flight record ended when it completes and records the span. Returns at
+  // once with the call's Work; for a blocking call the caller (collective) waits on it.
+  virtual Work start(const CollectiveCall& call) = 0;
+  // The sub-communicator of a split (call.op == CommOp::split, color already checked); `members`
+  // is null for split(). Marks the flight record ended.
+  virtual std::unique_ptr<Communicator> start_split(const CollectiveCall& call, int color, int key,
+                                                    const std::vector<int>* members) = 0;
+
+  Work collective(CollectiveCall call);
+  std::unique_ptr<Communicator> split_call(int color, int key, const std::vector<int>* members);
+
   Traffic traffic_;
 };
 

@@ -147,7 +147,7 @@ void launch_sim(const LaunchOptions& opts, const std::function<void(RankContext&
       if (res.recorder->enabled()) res.recorder->attach(*res.tracker);
       res.device = make_meta_device(*res.tracker, *opts.cluster, clock, opts.gemm_math, opts.ranks);
       std::unique_ptr<Communicator> comm =
-          make_sim_communicator(opts.cluster, opts.ranks, rank, *res.device, clock);
+          make_sim_communicator(opts.cluster, opts.ranks, rank, clock);
       run_rank_fn(res, *comm, rank, opts.ranks, fn);
     } catch (const std::exception& e) {
       failure = strip_rank_prefix(e.what(), rank);

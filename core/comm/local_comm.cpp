@@ -37,7 +37,6 @@
 #include "core/comm/comm_common.hpp"
 #include "core/comm/flight_recorder.hpp"
 #include "core/comm/reduce.hpp"
-#include "core/comm/traffic.hpp"
 #include "core/trace/recorder.hpp"
 
 namespace shardlab {
@@ -412,12 +411,11 @@ char* at(void* p, int64_t bytes) { return static_cast<char*>(p) + bytes; }
 class LocalComm final : public Communicator {
  public:
   LocalComm(std::shared_ptr<LocalWorld> world, std::shared_ptr<Group> group, int rank,
-            int world_rank, Device& device)
+            int world_rank)
       : Communicator(rank, group->size),
         world_(std::move(world)),
         group_(std::move(group)),
-        world_rank_(world_rank),
-        device_(device) {
+        world_rank_(world_rank) {
     flight_ = world_->impl().flights[world_rank];
     worker_ = std::thread([this] { worker_loop(); });
   }
@@ -437,47 +435,22 @@ class LocalComm final : public Communicator {
 
   const char* backend() const override { return "local"; }
 
-  Work all_gather(const void* send, void* recv, int64_t count, DType t, bool async,
-                  CallInfo info) override {
-    return submit({CommOp::all_gather, count, t, ReduceOp::sum, 0, send, recv}, async, info);
-  }
-  Work reduce_scatter(const void* send, void* recv, int64_t count, DType t, ReduceOp op, bool async,
-                      CallInfo info) override {
-    return submit({CommOp::reduce_scatter, count, t, op, 0, send, recv}, async, info);
-  }
-  Work all_reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op, bool async,
-                  CallInfo info) override {
-    return submit({CommOp::all_reduce, count, t, op, 0, send, recv}, async, info);
-  }
-  Work broadcast(void* buf, int64_t count, DType t, int root, bool async, CallInfo info) override {
-    return submit({CommOp::broadcast, count, t, ReduceOp::sum, root, buf, buf}, async, info);
-  }
-  void barrier() override { submit({CommOp::barrier}, false, {}); }
-
-  std::unique_ptr<Communicator> split(int color, int key) override {
-    if (color < 0) SL_THROW(InvalidArgument, "local split: color ", color, " must be >= 0");
-    Desc d;
-    d.op = CommOp::split;
-    d.color = color;
-    d.key = key;
-    std::shared_ptr<Task> t = issue(d, false, {});
-    Work(t).wait();
-    auto sub =
-        std::make_unique<LocalComm>(world_, t->split.group, t->split.rank, world_rank_, device_);
-    sub->set_recorder(recorder_);
-    return sub;
-  }
-
  private:
+  Work start(const CollectiveCall& c) override { return Work(issue(c)); }
+
+  std::unique_ptr<Communicator> start_split(const CollectiveCall& c, int color, int key,
+                                            const std::vector<int>*) override {
+    std::shared_ptr<Task> t = issue(c, color, key);
+    Work(t).wait();
+    return std::make_unique<LocalComm>(world_, t->split.group, t->split.rank, world_rank_);
+  }
+
   // One queued collective; also its completion handle.
   struct Task final : Work::State {
-    Desc d;
-    CallInfo info;
-    bool async = false;
+    CollectiveCall call;
+    Desc d;  // what this rank posts at the rendezvous
     Recorder* rec = nullptr;
     CommTimes times;
-    int64_t bytes = 0;  // collective_bytes
-    int64_t sent = 0;   // sent_bytes
     SplitResult split;
     bool inline_run = false;  // runs on the calling thread, not on the worker
 
@@ -488,12 +461,12 @@ class LocalComm final : public Communicator {
     CarriedError error;
 
     void wait() override {
-      const int64_t t_wait = async ? comm_clock(rec) : -1;
+      const int64_t t_wait = call.async ? comm_clock(rec) : -1;
       std::unique_lock<std::mutex> lk(mu);
       cv.wait(lk, [&] { return finished; });
       if (!reported) {
         reported = true;
-        if (async) times.t_wait = t_wait;
+        if (call.async) times.t_wait = t_wait;
         if (!error) report();
       }
       if (error) error.rethrow();
@@ -505,29 +478,23 @@ class LocalComm final : public Communicator {
     ~Task() override {
       if (finished && !reported && !error) report();
     }
-    void report() const {
-      if (d.op != CommOp::split) record_comm_span(rec, d.op, info, bytes, sent, d.dtype, times);
-    }
+    void report() const { record_comm_span(rec, call, times); }
   };
 
   // Runs the call: on the calling thread when it is blocking and nothing is queued or running
   // (no thread hand-off, and issue order holds since everything earlier has finished), else on
   // the worker, in issue order.
-  std::shared_ptr<Task> issue(const Desc& d, bool async, CallInfo info) {
+  std::shared_ptr<Task> issue(const CollectiveCall& c, int color = 0, int key = 0) {
     auto t = std::make_shared<Task>();
-    t->d = d;
-    t->info = info;
-    t->async = async;
+    t->call = c;
+    t->d = {c.op,   c.count, c.dtype, c.reduce, c.root,     c.send,
+            c.recv, color,   key,     c.seq,    c.info.unit};
     t->rec = recorder_;
-    t->bytes = collective_bytes(d.op, d.count, d.dtype, size_);
-    t->sent = sent_bytes(d.op, d.count, d.dtype, size_);
     t->times.t_issue = comm_clock(recorder_);
-    t->d.seq = flight_->issued(d.op, info, d.count, d.dtype, size_);
-    t->d.unit = info.unit;
     bool here = false;
     {
       std::lock_guard<std::mutex> lk(qmu_);
-      if (!async && queue_.empty() && !busy_) {
+      if (!c.async && queue_.empty() && !busy_) {
         busy_ = true;
         here = true;
       } else {
@@ -542,14 +509,6 @@ class LocalComm final : public Communicator {
     }
     qcv_.notify_one();
     return t;
-  }
-
-  Work submit(const Desc& d, bool async, CallInfo info) {
-    check_collective_args("local", d.op, d.send, d.recv, d.count, d.root, size_);
-    add_traffic(traffic_, d.op, d.count, d.dtype, size_);
-    Work w(issue(d, async, info));
-    if (!async) w.wait();
-    return w;
   }
 
   void run(Task& t) {
@@ -668,7 +627,6 @@ class LocalComm final : public Communicator {
   std::shared_ptr<LocalWorld> world_;
   std::shared_ptr<Group> group_;
   int world_rank_;
-  Device& device_;
 
   std::mutex qmu_;
   std::condition_variable qcv_;
@@ -735,7 +693,7 @@ std::unique_ptr<Communicator> make_local_communicator(const std::shared_ptr<Loca
   if (device.kind() != DeviceKind::cpu)
     SL_THROW(InvalidArgument, "local backend: device ", device_kind_name(device.kind()),
              " is not supported: ranks exchange host memory directly (use backend nccl for GPUs)");
-  return std::make_unique<LocalComm>(world, world->impl().world_group, rank, rank, device);
+  return std::make_unique<LocalComm>(world, world->impl().world_group, rank, rank);
 }
 
 }  // namespace shardlab

@@ -13,7 +13,6 @@
 #include "core/comm/comm_common.hpp"
 #include "core/comm/flight_recorder.hpp"
 #include "core/comm/topology.hpp"
-#include "core/comm/traffic.hpp"
 
 namespace shardlab {
 
@@ -43,11 +42,7 @@ struct SimStream {
 struct SimOp final : Work::State {
   VirtualClock* clock = nullptr;
   Recorder* rec = nullptr;
-  CommOp op = CommOp::barrier;
-  CallInfo info;
-  DType dtype = DType::f32;
-  bool async = false;
-  int64_t bytes = 0, sent = 0;
+  CollectiveCall call;
   CommTimes times;
   bool reported = false;
   bool pending = false;  // not timed yet: waits for the rank to enter the library (SimStream)
@@ -55,7 +50,7 @@ struct SimOp final : Work::State {
 
   void wait() override {
     if (reported) return;
-    if (async) times.t_wait = clock->now_ns;
+    if (call.async) times.t_wait = clock->now_ns;
     if (pending) stream->progress(clock->now_ns, this);
     clock->join(times.t_end);
     report();
@@ -67,7 +62,7 @@ struct SimOp final : Work::State {
   }
   void report() {
     reported = true;
-    if (op != CommOp::split) record_comm_span(rec, op, info, bytes, sent, dtype, times);
+    record_comm_span(rec, call, times);
   }
 };
 
@@ -91,85 +86,27 @@ void SimStream::progress(int64_t now, const SimOp* until) {
 class SimComm final : public Communicator {
  public:
   SimComm(std::shared_ptr<const ClusterSpec> spec, std::vector<int> members, int rank,
-          Device& device, VirtualClock& clock, std::shared_ptr<FlightRecorder> flight)
+          VirtualClock& clock, std::shared_ptr<FlightRecorder> flight)
       : Communicator(rank, static_cast<int>(members.size())),
         spec_(std::move(spec)),
         members_(std::move(members)),
         placement_(place_group(*spec_, members_)),
-        device_(device),
         clock_(clock) {
     flight_ = std::move(flight);
   }
 
   const char* backend() const override { return "sim"; }
-  bool intra_node() const { return placement_.intra_node(); }
-
-  Work all_gather(const void* send, void* recv, int64_t count, DType t, bool async,
-                  CallInfo info) override {
-    return submit(CommOp::all_gather, send, recv, count, t, 0, async, info);
-  }
-  Work reduce_scatter(const void* send, void* recv, int64_t count, DType t, ReduceOp, bool async,
-                      CallInfo info) override {
-    return submit(CommOp::reduce_scatter, send, recv, count, t, 0, async, info);
-  }
-  Work all_reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp, bool async,
-                  CallInfo info) override {
-    return submit(CommOp::all_reduce, send, recv, count, t, 0, async, info);
-  }
-  Work broadcast(void* buf, int64_t count, DType t, int root, bool async, CallInfo info) override {
-    return submit(CommOp::broadcast, buf, buf, count, t, root, async, info);
-  }
-  void barrier() override {
-    static const char kNone = 0;
-    submit(CommOp::barrier, &kNone, &kNone, 0, DType::f32, 0, false, {});
-  }
-
-  std::unique_ptr<Communicator> split(int color, int) override {
-    SL_THROW(InvalidArgument, "sim split (colour ", color,
-             "): a simulated rank cannot hear the other ranks' colours; use split_group with "
-             "the members");
-  }
-
-  std::unique_ptr<Communicator> split_group(int color, int,
-                                            const std::vector<int>& members) override {
-    if (color < 0) SL_THROW(InvalidArgument, "sim split: color ", color, " must be >= 0");
-    const auto me = std::find(members.begin(), members.end(), rank_);
-    if (me == members.end() || !std::is_sorted(members.begin(), members.end()) ||
-        std::adjacent_find(members.begin(), members.end()) != members.end() ||
-        members.front() < 0 || members.back() >= size_)
-      SL_THROW(InvalidArgument, "sim split: members must be distinct ranks of [0, ", size_,
-               "), ascending, and include this rank ", rank_);
-    // The same cost as the real split's rendezvous, then the members as world ranks.
-    submit(CommOp::split, &color, &color, 0, DType::f32, 0, false, {});
-    std::vector<int> world;
-    world.reserve(members.size());
-    for (int m : members) world.push_back(members_[m]);
-    auto sub = std::make_unique<SimComm>(
-        spec_, std::move(world), static_cast<int>(me - members.begin()), device_, clock_, flight_);
-    sub->set_recorder(recorder_);
-    return sub;
-  }
 
  private:
-  Work submit(CommOp op, const void* send, const void* recv, int64_t count, DType t, int root,
-              bool async, CallInfo info) {
-    check_collective_args("sim", op, send, recv, count, root, size_);
-    add_traffic(traffic_, op, count, t, size_);
-
+  Work start(const CollectiveCall& c) override {
     auto w = std::make_shared<SimOp>();
     w->clock = &clock_;
     w->rec = recorder_;
-    w->op = op;
-    w->info = info;
-    w->dtype = t;
-    w->async = async;
-    w->bytes = collective_bytes(op, count, t, size_);
-    w->sent = sent_bytes(op, count, t, size_);
-    const int64_t seq = flight_->issued(op, info, count, t, size_);
-    const int64_t duration = collective_ns(*spec_, placement_, op, w->bytes);
+    w->call = c;
+    const int64_t duration = collective_ns(*spec_, placement_, c.op, c.bytes);
     w->times.t_issue = clock_.now_ns;
     w->stream = stream_;
-    if (async && !spec_->async_progress) {
+    if (c.async && !spec_->async_progress) {
       w->pending = true;  // timed when the rank next waits or calls in blocking (SimStream)
       stream_->pending.push_back({w, duration});
     } else {
@@ -178,16 +115,35 @@ class SimComm final : public Communicator {
       w->times.t_end = virtual_add(w->times.t_start, duration, comm_op_name(op));
       stream_->free_ns = w->times.t_end;
     }
-    flight_->ended(seq, true, -1);
-    Work work(w);
-    if (!async) work.wait();
-    return work;
+    flight_->ended(c.seq, true, -1);
+    return Work(w);
+  }
+
+  // Only split_group: a simulated rank cannot hear the other ranks' colours.
+  std::unique_ptr<Communicator> start_split(const CollectiveCall& c, int color, int,
+                                            const std::vector<int>* members) override {
+    if (members == nullptr)
+      SL_THROW(InvalidArgument, "sim split (colour ", color,
+               "): a simulated rank cannot hear the other ranks' colours; use split_group with "
+               "the members");
+    const auto me = std::find(members->begin(), members->end(), rank_);
+    if (me == members->end() || !std::is_sorted(members->begin(), members->end()) ||
+        std::adjacent_find(members->begin(), members->end()) != members->end() ||
+        members->front() < 0 || members->back() >= size_)
+      SL_THROW(InvalidArgument, "sim split: members must be distinct ranks of [0, ", size_,
+               "), ascending, and include this rank ", rank_);
+    // The same cost as the real split's rendezvous, then the members as world ranks.
+    start(c).wait();
+    std::vector<int> world;
+    world.reserve(members->size());
+    for (int m : *members) world.push_back(members_[static_cast<size_t>(m)]);
+    return std::make_unique<SimComm>(spec_, std::move(world),
+                                     static_cast<int>(me - members->begin()), clock_, flight_);
   }
 
   std::shared_ptr<const ClusterSpec> spec_;
   std::vector<int> members_;  // world ranks, by rank in this communicator
   GroupPlacement placement_;
-  Device& device_;
   VirtualClock& clock_;
   std::shared_ptr<SimStream> stream_ = std::make_shared<SimStream>();
 };
@@ -195,21 +151,15 @@ class SimComm final : public Communicator {
 }  // namespace
 
 std::unique_ptr<Communicator> make_sim_communicator(std::shared_ptr<const ClusterSpec> spec,
-                                                    int world, int rank, Device& device,
-                                                    VirtualClock& clock) {
+                                                    int world, int rank, VirtualClock& clock) {
   SL_CHECK(spec != nullptr, "sim communicator: no cluster spec");
   spec->check_ranks(world);
   if (rank < 0 || rank >= world)
     SL_THROW(InvalidArgument, "sim: rank ", rank, " outside a world of ", world);
   std::vector<int> members(static_cast<size_t>(world));
   std::iota(members.begin(), members.end(), 0);
-  return std::make_unique<SimComm>(std::move(spec), std::move(members), rank, device, clock,
+  return std::make_unique<SimComm>(std::move(spec), std::move(members), rank, clock,
                                    std::make_shared<FlightRecorder>(rank));
-}
-
-bool sim_group_intra_node(const Communicator& c) {
-  const auto* s = dynamic_cast<const SimComm*>(&c);
-  return s && s->intra_node();
 }
 
 }  // namespace shardlab

@@ -7,10 +7,10 @@
 // clock to the collective's end. A spec with "async_progress": false (MPI without a progress
 // thread, as `shardlab calibrate --backend mpi` finds it) starts an async collective only when the
 // rank waits on it or makes a blocking call on that communicator: it does not overlap compute.
-// Bytes are counted with the functions every backend uses (traffic.hpp) and spans recorded with
-// record_comm_span. Like the local backend's collectives (which reduce in registers), a simulated
-// one takes no memory: a simulated rank's memory is the
-// local backend's, category by category.
+// Bytes are counted and the flight recorder fed by Communicator itself, as for every backend, and
+// spans recorded with record_comm_span. Like the local backend's collectives (which reduce in
+// registers), a simulated one takes no memory: a simulated rank's memory is the local backend's,
+// category by category.
 #pragma once
 
 #include <memory>
@@ -18,19 +18,13 @@
 #include "core/base/virtual_clock.hpp"
 #include "core/comm/communicator.hpp"
 #include "core/device/cluster_spec.hpp"
-#include "core/device/device.hpp"
 
 namespace shardlab {
 
 // World rank `rank` of `world` ranks on cluster `spec` (world must fit it: ClusterSpec::
-// check_ranks), on `device`; times go to `clock`, the rank's compute stream. Sub-communicators
-// come from split_group (split without the members throws InvalidArgument).
+// check_ranks); times go to `clock`, the rank's compute stream. Sub-communicators come from
+// split_group (split without the members throws InvalidArgument).
 std::unique_ptr<Communicator> make_sim_communicator(std::shared_ptr<const ClusterSpec> spec,
-                                                    int world, int rank, Device& device,
-                                                    VirtualClock& clock);
-
-// Whether a communicator made by make_sim_communicator (or split from one) stays inside one node;
-// false for any other communicator.
-bool sim_group_intra_node(const Communicator& c);
+                                                    int world, int rank, VirtualClock& clock);
 
 }  // namespace shardlab

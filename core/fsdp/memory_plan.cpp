@@ -139,7 +139,7 @@ void simulate_step(MemoryPlan& plan) {
   MemoryTracker tracker(0);
   MetaDevice dev(tracker, *spec, clock, math);
   std::unique_ptr<Recorder> rec = Recorder::disabled(0);
-  std::unique_ptr<Communicator> world = make_sim_communicator(spec, in.world, 0, dev, clock);
+  std::unique_ptr<Communicator> world = make_sim_communicator(spec, in.world, 0, clock);
   world->set_recorder(rec.get());
   // Capacities are the plan's to compare with, not the simulated engine's to enforce: an engine
   // stopped by OutOfMemory would leave no peak to report.

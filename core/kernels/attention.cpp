@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/base/cpu_simd.hpp"
+#include "core/base/error.hpp"
 #include "core/kernels/kernel_table.hpp"
 
 namespace shardlab {
@@ -34,79 +35,104 @@ void for_each_block(int T, int block, Fn fn) {
   for (int b0 = 0; b0 < T; b0 += block) fn(b0, b0 + block < T ? b0 + block : T);
 }
 
+void check_dims(const AttentionDims& d, const char* fn) {
+  SL_CHECK(d.n_head > 0 && d.n_kv_head > 0 && d.head_dim > 0, fn, ": heads ", d.n_head,
+           ", K/V heads ", d.n_kv_head, ", head size ", d.head_dim, " must be positive");
+  if (d.n_head % d.n_kv_head != 0)
+    SL_THROW(InvalidArgument, fn, ": n_kv_heads ", d.n_kv_head, " does not divide n_head ",
+             d.n_head);
+}
+
 }  // namespace
 
-void attention_forward(Device& dev, float* out, float* att, const float* qkv, int B, int T, int C,
-                       int NH, int block) {
-  const int hs = C / NH;
+// Head h = j*G + g (K/V head j, member g of its group). For each g, one gemm_batched over the NKV
+// K/V heads: Q and out step G*hs columns per batch entry, the scores G*T*T, K and V hs.
+void attention_forward(Device& dev, float* out, float* att, const float* qkv,
+                       const AttentionDims& d, int block) {
+  check_dims(d, "attention_forward");
+  const int B = d.B, T = d.T, hs = d.head_dim, NH = d.n_head, NKV = d.n_kv_head, G = d.group();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const int64_t tt = static_cast<int64_t>(T) * T;
-  const int64_t ld = 3 * C;  // qkv's row stride
+  const int64_t ld = d.qkv_cols();  // qkv's row stride
+  const int64_t lo = d.q_cols();    // out's row stride
+  const int64_t q_step = static_cast<int64_t>(G) * hs, s_step = G * tt;
   block = attention_causal_block(dev, T, block);
   for (int b = 0; b < B; ++b) {
-    const float* q = qkv + b * T * ld;  // head h at q + h*hs, rows 3C apart
-    const float* k = q + C;
+    const float* q = qkv + b * T * ld;  // head h at q + h*hs, rows ld apart
+    const float* k = q + lo;            // K/V head j at k + j*hs
     float* att_b = att + b * NH * tt;
-    // S_h[r0:r1, 0:r1] (T, T) = scale * Q_h[r0:r1] (T, hs) @ K_h[0:r1]^T; the rest of the row is
+    // S_h[r0:r1, 0:r1] (T, T) = scale * Q_h[r0:r1] (T, hs) @ K_j[0:r1]^T; the rest of the row is
     // the softmax's to zero.
-    for_each_block(T, block, [&](int r0, int r1) {
-      dev.gemm_batched(false, true, r1 - r0, r1, hs, scale, q + r0 * ld, 3 * C, hs, k, 3 * C, hs,
-                       0.0f, att_b + r0 * T, T, tt, NH);
-    });
+    for (int g = 0; g < G; ++g)
+      for_each_block(T, block, [&](int r0, int r1) {
+        dev.gemm_batched(false, true, r1 - r0, r1, hs, scale, q + g * hs + r0 * ld, ld, q_step, k,
+                         ld, hs, 0.0f, att_b + g * tt + r0 * T, T, s_step, NKV);
+      });
   }
   attention_softmax_forward(dev, att, B * NH, T);
   for (int b = 0; b < B; ++b) {
-    const float* v = qkv + b * T * ld + 2 * C;
+    const float* v = qkv + b * T * ld + lo + d.kv_cols();
     const float* att_b = att + b * NH * tt;
-    float* out_b = out + static_cast<int64_t>(b) * T * C;
-    // out_h[r0:r1] (T, hs) = P_h[r0:r1, 0:r1] @ V_h[0:r1], into columns [h*hs, (h+1)*hs) of out
-    for_each_block(T, block, [&](int r0, int r1) {
-      dev.gemm_batched(false, false, r1 - r0, hs, r1, 1.0f, att_b + r0 * T, T, tt, v, 3 * C, hs,
-                       0.0f, out_b + static_cast<int64_t>(r0) * C, C, hs, NH);
-    });
+    float* out_b = out + static_cast<int64_t>(b) * T * lo;
+    // out_h[r0:r1] (T, hs) = P_h[r0:r1, 0:r1] @ V_j[0:r1], into columns [h*hs, (h+1)*hs) of out
+    for (int g = 0; g < G; ++g)
+      for_each_block(T, block, [&](int r0, int r1) {
+        dev.gemm_batched(false, false, r1 - r0, hs, r1, 1.0f, att_b + g * tt + r0 * T, T, s_step, v,
+                         ld, hs, 0.0f, out_b + g * hs + static_cast<int64_t>(r0) * lo, lo, q_step,
+                         NKV);
+      });
   }
 }
 
 void attention_backward(Device& dev, float* dqkv, const float* dout, const float* qkv,
-                        const float* att, int B, int T, int C, int NH, int block) {
-  const int hs = C / NH;
+                        const float* att, const AttentionDims& d, int block) {
+  check_dims(d, "attention_backward");
+  const int B = d.B, T = d.T, hs = d.head_dim, NH = d.n_head, NKV = d.n_kv_head, G = d.group();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const int64_t tt = static_cast<int64_t>(T) * T;
-  const int64_t ld = 3 * C;
+  const int64_t ld = d.qkv_cols();
+  const int64_t lo = d.q_cols();
+  const int64_t q_step = static_cast<int64_t>(G) * hs, s_step = G * tt;
   block = attention_causal_block(dev, T, block);
   Buffer scratch = dev.alloc(NH * tt * 4, MemCategory::workspace);
   float* datt = scratch.f32();  // (NH, T, T): dP, then dS in place
   for (int b = 0; b < B; ++b) {
     const int64_t off = b * T * ld;
     const float* q = qkv + off;
-    const float* k = q + C;
-    const float* v = q + 2 * C;
+    const float* k = q + lo;
+    const float* v = k + d.kv_cols();
     float* dq = dqkv + off;
-    float* dk = dq + C;
-    float* dv = dq + 2 * C;
-    const float* dout_b = dout + static_cast<int64_t>(b) * T * C;
+    float* dk = dq + lo;
+    float* dv = dk + d.kv_cols();
+    const float* dout_b = dout + static_cast<int64_t>(b) * T * lo;
     const float* att_b = att + b * NH * tt;
-    for_each_block(T, block, [&](int r0, int r1) {
-      // dP_h[r0:r1, 0:r1] = dout_h[r0:r1] (T, hs) @ V_h[0:r1]^T; the softmax reads no further
-      dev.gemm_batched(false, true, r1 - r0, r1, hs, 1.0f, dout_b + static_cast<int64_t>(r0) * C, C,
-                       hs, v, 3 * C, hs, 0.0f, datt + r0 * T, T, tt, NH);
-    });
-    for_each_block(T, block, [&](int j0, int j1) {
-      // dV_h[j0:j1] (T, hs) = P_h[j0:T, j0:j1]^T @ dout_h[j0:T]
-      dev.gemm_batched(true, false, j1 - j0, hs, T - j0, 1.0f, att_b + j0 * T + j0, T, tt,
-                       dout_b + static_cast<int64_t>(j0) * C, C, hs, 0.0f, dv + j0 * ld, 3 * C, hs,
-                       NH);
-    });
+    for (int g = 0; g < G; ++g)
+      for_each_block(T, block, [&](int r0, int r1) {
+        // dP_h[r0:r1, 0:r1] = dout_h[r0:r1] (T, hs) @ V_j[0:r1]^T; the softmax reads no further
+        dev.gemm_batched(false, true, r1 - r0, r1, hs, 1.0f,
+                         dout_b + g * hs + static_cast<int64_t>(r0) * lo, lo, q_step, v, ld, hs,
+                         0.0f, datt + g * tt + r0 * T, T, s_step, NKV);
+      });
+    for (int g = 0; g < G; ++g)
+      for_each_block(T, block, [&](int j0, int j1) {
+        // dV_j[j0:j1] (T, hs) (+)= P_h[j0:T, j0:j1]^T @ dout_h[j0:T], summed over the group
+        dev.gemm_batched(true, false, j1 - j0, hs, T - j0, 1.0f, att_b + g * tt + j0 * T + j0, T,
+                         s_step, dout_b + g * hs + static_cast<int64_t>(j0) * lo, lo, q_step,
+                         g == 0 ? 0.0f : 1.0f, dv + j0 * ld, ld, hs, NKV);
+      });
     attention_softmax_backward(dev, datt, att_b, datt, NH, T);
-    // S = scale Q K^T:  dQ_h = scale dS_h @ K_h,  dK_h = scale dS_h^T @ Q_h
-    for_each_block(T, block, [&](int r0, int r1) {
-      dev.gemm_batched(false, false, r1 - r0, hs, r1, scale, datt + r0 * T, T, tt, k, 3 * C, hs,
-                       0.0f, dq + r0 * ld, 3 * C, hs, NH);
-    });
-    for_each_block(T, block, [&](int j0, int j1) {
-      dev.gemm_batched(true, false, j1 - j0, hs, T - j0, scale, datt + j0 * T + j0, T, tt,
-                       q + j0 * ld, 3 * C, hs, 0.0f, dk + j0 * ld, 3 * C, hs, NH);
-    });
+    // S = scale Q K^T:  dQ_h = scale dS_h @ K_j,  dK_j = sum over the group of scale dS_h^T @ Q_h
+    for (int g = 0; g < G; ++g)
+      for_each_block(T, block, [&](int r0, int r1) {
+        dev.gemm_batched(false, false, r1 - r0, hs, r1, scale, datt + g * tt + r0 * T, T, s_step, k,
+                         ld, hs, 0.0f, dq + g * hs + r0 * ld, ld, q_step, NKV);
+      });
+    for (int g = 0; g < G; ++g)
+      for_each_block(T, block, [&](int j0, int j1) {
+        dev.gemm_batched(true, false, j1 - j0, hs, T - j0, scale, datt + g * tt + j0 * T + j0, T,
+                         s_step, q + g * hs + j0 * ld, ld, q_step, g == 0 ? 0.0f : 1.0f,
+                         dk + j0 * ld, ld, hs, NKV);
+      });
   }
 }
 

@@ -8,9 +8,9 @@ namespace shardlab {
 namespace {
 
 // Addresses only: constant-initialised, so usable before main like any kernel.
-const KernelTable kCpuKernels = {"cpu",        &kCpuAttention, &kCpuCrossEntropy, &kCpuElementwise,
-                                 &kCpuEncoder, &kCpuGelu,      &kCpuLayerNorm,    &kCpuOptim,
-                                 &kCpuResidual};
+const KernelTable kCpuKernels = {"cpu",         &kCpuAttention, &kCpuCrossEntropy, &kCpuElementwise,
+                                 &kCpuEncoder,  &kCpuGelu,      &kCpuLayerNorm,    &kCpuOptim,
+                                 &kCpuResidual, &kCpuRmsNorm,   &kCpuRope,         &kCpuSwiGlu};
 
 }  // namespace
 

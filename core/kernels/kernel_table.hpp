@@ -21,6 +21,9 @@ struct GeluKernels;
 struct LayerNormKernels;
 struct OptimKernels;
 struct ResidualKernels;
+struct RmsNormKernels;
+struct RopeKernels;
+struct SwiGluKernels;
 
 struct KernelTable {
   const char* device;  // device_kind_name of the kind it serves
@@ -32,6 +35,9 @@ struct KernelTable {
   const LayerNormKernels* layernorm;
   const OptimKernels* optim;
   const ResidualKernels* residual;
+  const RmsNormKernels* rmsnorm;
+  const RopeKernels* rope;
+  const SwiGluKernels* swiglu;
 };
 
 // The table of dev's kind.
@@ -57,5 +63,8 @@ extern const GeluKernels kCpuGelu, kCudaGelu, kMetaGelu;
 extern const LayerNormKernels kCpuLayerNorm, kCudaLayerNorm, kMetaLayerNorm;
 extern const OptimKernels kCpuOptim, kCudaOptim, kMetaOptim;
 extern const ResidualKernels kCpuResidual, kCudaResidual, kMetaResidual;
+extern const RmsNormKernels kCpuRmsNorm, kCudaRmsNorm, kMetaRmsNorm;
+extern const RopeKernels kCpuRope, kCudaRope, kMetaRope;
+extern const SwiGluKernels kCpuSwiGlu, kCudaSwiGlu, kMetaSwiGlu;
 
 }  // namespace shardlab

@@ -13,6 +13,9 @@
 #include "core/kernels/layernorm.hpp"
 #include "core/kernels/optim.hpp"
 #include "core/kernels/residual.hpp"
+#include "core/kernels/rmsnorm.hpp"
+#include "core/kernels/rope.hpp"
+#include "core/kernels/swiglu.hpp"
 
 namespace shardlab {
 
@@ -64,15 +67,17 @@ void ce_backward(Device& d, float*, const float*, const int*, float, int N, int 
 }
 
 // ---- encoder: (B, T, C) from two embedding rows per token
-void enc_forward(Device& d, float*, const int*, const float*, const float*, int B, int T, int C,
+// Without a position table (wpe, dwpe null) one row fewer per token.
+void enc_forward(Device& d, float*, const int*, const float*, const float* wpe, int B, int T, int C,
                  int) {
   const int64_t btc = static_cast<int64_t>(B) * T * C;
-  charge(d, 3 * f4(btc) + 4 * static_cast<int64_t>(B) * T, "encoder_forward");
+  charge(d, (wpe ? 3 : 2) * f4(btc) + 4 * static_cast<int64_t>(B) * T, "encoder_forward");
 }
-void enc_backward(Device& d, float*, float*, const float*, const int*, int B, int T, int C, int) {
+void enc_backward(Device& d, float*, float* dwpe, const float*, const int*, int B, int T, int C,
+                  int) {
   const int64_t btc = static_cast<int64_t>(B) * T * C;
-  charge(d, 5 * f4(btc) + 4 * static_cast<int64_t>(B) * T,
-         "encoder_backward");  // dout, then += on two rows
+  charge(d, (dwpe ? 5 : 3) * f4(btc) + 4 * static_cast<int64_t>(B) * T,
+         "encoder_backward");  // dout, then += on two rows (one without positions)
 }
 
 // ---- gelu
@@ -124,6 +129,39 @@ void bias_backward(Device& d, float*, const float*, int N, int OC) {
   charge(d, f4(static_cast<int64_t>(N) * OC) + 2 * f4(OC), "bias_backward");
 }
 
+// ---- rmsnorm over (N, C)
+void rms_forward(Device& d, float*, float*, const float*, const float*, int N, int C, float) {
+  const int64_t nc = static_cast<int64_t>(N) * C;
+  charge(d, 2 * f4(nc) + f4(C) + f4(N), "rmsnorm_forward");  // x, out; weight; rstd
+}
+void rms_backward(Device& d, float*, float*, const float*, const float*, const float*, const float*,
+                  int N, int C) {
+  const int64_t nc = static_cast<int64_t>(N) * C;
+  // dout, x, dx (+=); weight, dweight (+=); rstd
+  charge(d, 4 * f4(nc) + 3 * f4(C) + f4(N), "rmsnorm_backward");
+}
+
+// ---- rope: the (T, hs) table, and n_heads heads of hs turned in place per row
+void rope_table(Device& d, float*, int T, int hs, const RopeParams&) {
+  charge(d, f4(static_cast<int64_t>(T) * hs), "rope_table");
+}
+void rope_forward(Device& d, float*, const float*, int B, int T, int n_heads, int hs, int64_t) {
+  charge(d, 2 * f4(static_cast<int64_t>(B) * T * n_heads * hs) + f4(static_cast<int64_t>(T) * hs),
+         "rope_forward");
+}
+void rope_backward(Device& d, float*, const float*, int B, int T, int n_heads, int hs, int64_t) {
+  charge(d, 2 * f4(static_cast<int64_t>(B) * T * n_heads * hs) + f4(static_cast<int64_t>(T) * hs),
+         "rope_backward");
+}
+
+// ---- swiglu: (N, 2F) gate | up -> (N, F)
+void swiglu_forward(Device& d, float*, const float*, int N, int F) {
+  charge(d, 3 * f4(static_cast<int64_t>(N) * F), "swiglu_forward");
+}
+void swiglu_backward(Device& d, float*, const float*, const float*, int N, int F) {
+  charge(d, 5 * f4(static_cast<int64_t>(N) * F), "swiglu_backward");  // dout, gate_up; dgate_up
+}
+
 }  // namespace
 }  // namespace meta
 
@@ -142,11 +180,15 @@ const LayerNormKernels kMetaLayerNorm = {meta::ln_forward, meta::ln_backward};
 const OptimKernels kMetaOptim = {meta::adamw, meta::sgd, meta::adamw_checked};
 const ResidualKernels kMetaResidual = {meta::residual_forward, meta::bias_broadcast,
                                        meta::bias_backward};
+const RmsNormKernels kMetaRmsNorm = {meta::rms_forward, meta::rms_backward};
+const RopeKernels kMetaRope = {meta::rope_table, meta::rope_forward, meta::rope_backward};
+const SwiGluKernels kMetaSwiGlu = {meta::swiglu_forward, meta::swiglu_backward};
 
 namespace {
 const KernelTable kMetaKernels = {
-    "meta",     &kMetaAttention, &kMetaCrossEntropy, &kMetaElementwise, &kMetaEncoder,
-    &kMetaGelu, &kMetaLayerNorm, &kMetaOptim,        &kMetaResidual};
+    "meta",         &kMetaAttention, &kMetaCrossEntropy, &kMetaElementwise,
+    &kMetaEncoder,  &kMetaGelu,      &kMetaLayerNorm,    &kMetaOptim,
+    &kMetaResidual, &kMetaRmsNorm,   &kMetaRope,         &kMetaSwiGlu};
 }  // namespace
 
 const KernelTable& meta_kernel_table() { return kMetaKernels; }

@@ -68,6 +68,10 @@ int num_units(const GPTConfig& cfg) { return 1 + cfg.n_layer; }
 UnitLayout unit_layout(const GPTConfig& cfg, int unit) {
   if (unit < 0 || unit >= num_units(cfg))
     SL_THROW(InvalidArgument, "unit_layout: unit ", unit, " outside [0, ", num_units(cfg), ")");
+  if (cfg.is_llama())
+    SL_THROW(InvalidArgument, "unit_layout: ", cfg.describe(),
+             " is a Llama-family shape, which has no GPT-2 units (its layers: "
+             "core/model/llama_layers.hpp); the engine trains and plans GPT-2 shapes");
   const int64_t C = cfg.n_embd;
   UnitLayout u;
   if (unit == kRootUnit) {

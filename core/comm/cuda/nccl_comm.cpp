@@ -17,7 +17,6 @@
 
 #include "core/comm/comm_common.hpp"
 #include "core/comm/flight_recorder.hpp"
-#include "core/comm/traffic.hpp"
 #include "core/device/cuda/cuda_device.hpp"
 #include "core/trace/nvtx.hpp"
 #include "core/trace/recorder.hpp"
@@ -56,22 +55,26 @@ int64_t steady_ns() {
       .count();
 }
 
-// One issued collective: its events and, when traced, what its span will say.
+// One issued collective: its events, its flight record and, when traced, what its span will say.
+// The host never blocks on a collective, so its flight record ends when the host first sees its
+// end event passed (done(), the span written, or the Op released after it ran).
 struct Op {
   int ordinal = 0;
   cudaEvent_t start = nullptr;  // timing events only when traced
   cudaEvent_t end = nullptr;
-  CommOp kind = CommOp::all_gather;
-  CallInfo info;
-  int64_t bytes = 0;  // collective_bytes, as every backend's span
-  int64_t sent = 0;   // sent_bytes
-  DType dtype = DType::f32;
+  CollectiveCall c;  // the call as Communicator checked and counted it
+  FlightRecorder* flight = nullptr;
   int64_t t_issue = 0;
   std::atomic<int64_t> t_wait{-1};
   std::atomic<bool> released{false};  // waited on, blocking, or its Work is gone
+  std::atomic<bool> ended{false};     // the flight record says done
 
+  void mark_ended() {
+    if (!ended.exchange(true)) flight->ended(c.seq, true, -1);
+  }
   ~Op() {
     CudaDeviceGuard guard(ordinal);
+    if (end && cudaEventQuery(end) == cudaSuccess) mark_ended();
     if (start) cudaEventDestroy(start);
     if (end) cudaEventDestroy(end);
   }
@@ -81,12 +84,13 @@ class NcclWork final : public Work::State {
  public:
   NcclWork(CudaDevice* dev, std::shared_ptr<Op> op) : dev_(dev), op_(std::move(op)) {}
   ~NcclWork() override { op_->released = true; }
+  // A blocking call's wait is its own: no t_wait in its span.
   void wait() override {
     if (waited_) return;
     dev_->compute_waits_for(op_->end);
     waited_ = true;
     int64_t none = -1;
-    op_->t_wait.compare_exchange_strong(none, trace_now_ns());
+    if (op_->c.async) op_->t_wait.compare_exchange_strong(none, trace_now_ns());
     op_->released = true;
   }
   bool done() const override {
@@ -94,6 +98,7 @@ class NcclWork final : public Work::State {
     cudaError_t q = cudaEventQuery(op_->end);
     if (q == cudaErrorNotReady) return false;
     CUDA_CHECK(q);
+    op_->mark_ended();
     return true;
   }
 
@@ -107,7 +112,8 @@ class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(ncclComm_t comm, CudaDevice& dev, int rank, int size)
       : Communicator(rank, size), comm_(comm), dev_(dev) {
-    flight_ = std::make_shared<FlightRecorder>(rank);  // not yet fed: no watchdog on nccl
+    // Fed as every backend's (Communicator); no watchdog reads it on nccl yet.
+    flight_ = std::make_shared<FlightRecorder>(rank);
   }
 
   ~NcclCommunicator() override {
@@ -120,38 +126,29 @@ class NcclCommunicator final : public Communicator {
 
   const char* backend() const override { return "nccl"; }
 
-  Work all_gather(const void* send, void* recv, int64_t count, DType t, bool async,
-                  CallInfo info) override {
-    return issue(CommOp::all_gather, send, recv, count, t, 0, async, info, [&] {
-      NCCL_CHECK(ncclAllGather(send, recv, static_cast<size_t>(count), nccl_type(t), comm_,
-                               dev_.comm_stream()));
-    });
+ private:
+  // NCCL reads and writes device memory only; a host pointer would fault inside a kernel.
+  void check_call(const CollectiveCall& c) const override {
+    if (c.count == 0) return;
+    check_device_ptr(c.op, c.send == c.recv ? "buf" : "send", c.send);
+    if (c.recv != c.send) check_device_ptr(c.op, "recv", c.recv);
   }
 
-  Work reduce_scatter(const void* send, void* recv, int64_t count, DType t, ReduceOp op, bool async,
-                      CallInfo info) override {
-    return issue(CommOp::reduce_scatter, send, recv, count, t, 0, async, info, [&] {
-      NCCL_CHECK(ncclReduceScatter(send, recv, static_cast<size_t>(count), nccl_type(t),
-                                   nccl_op(op), comm_, dev_.comm_stream()));
-    });
+  Work start(const CollectiveCall& c) override {
+    if (c.op == CommOp::barrier) {
+      barrier_on_stream();
+      flight_->ended(c.seq, true, -1);
+      return Work();
+    }
+    if (c.count == 0) {  // checked and counted, nothing to queue
+      flight_->ended(c.seq, true, -1);
+      return Work();
+    }
+    return issue(c);
   }
 
-  Work all_reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op, bool async,
-                  CallInfo info) override {
-    return issue(CommOp::all_reduce, send, recv, count, t, 0, async, info, [&] {
-      NCCL_CHECK(ncclAllReduce(send, recv, static_cast<size_t>(count), nccl_type(t), nccl_op(op),
-                               comm_, dev_.comm_stream()));
-    });
-  }
-
-  Work broadcast(void* buf, int64_t count, DType t, int root, bool async, CallInfo info) override {
-    return issue(CommOp::broadcast, buf, buf, count, t, root, async, info, [&] {
-      NCCL_CHECK(ncclBroadcast(buf, buf, static_cast<size_t>(count), nccl_type(t), root, comm_,
-                               dev_.comm_stream()));
-    });
-  }
-
-  void barrier() override {
+  // A one-float all-reduce on the comm stream, waited for by the host.
+  void barrier_on_stream() {
     NvtxRange range("barrier");
     CudaDeviceGuard guard(dev_.ordinal());
     Buffer token = dev_.alloc_zeros(sizeof(float), MemCategory::comm_buffers);
@@ -163,23 +160,21 @@ class NcclCommunicator final : public Communicator {
     emit_spans(false);
   }
 
-  // color < 0: this rank joins no group (NCCL_SPLIT_NOCOLOR) and gets nullptr back.
-  std::unique_ptr<Communicator> split(int color, int key) override {
+  std::unique_ptr<Communicator> start_split(const CollectiveCall& c, int color, int key,
+                                            const std::vector<int>*) override {
     CudaDeviceGuard guard(dev_.ordinal());
     ncclComm_t sub = nullptr;
-    NCCL_CHECK(ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, nullptr));
-    if (!sub) return nullptr;
+    NCCL_CHECK(ncclCommSplit(comm_, color, key, &sub, nullptr));
+    SL_CHECK(sub != nullptr, "nccl split: colour ", color, " gave no communicator");
     int r = 0, n = 0;
     NCCL_CHECK(ncclCommUserRank(sub, &r));
     NCCL_CHECK(ncclCommCount(sub, &n));
-    auto c = std::make_unique<NcclCommunicator>(sub, dev_, r, n);
-    c->flight_ = flight_;
-    c->set_recorder(recorder());
-    return c;
+    auto sc = std::make_unique<NcclCommunicator>(sub, dev_, r, n);
+    sc->flight_ = flight_;
+    flight_->ended(c.seq, true, -1);
+    return sc;
   }
 
- private:
-  // NCCL reads and writes device memory only; a host pointer would fault inside a kernel.
   void check_device_ptr(CommOp op, const char* what, const void* p) const {
     const char* name = comm_op_name(op);
     cudaPointerAttributes attr{};
@@ -198,31 +193,37 @@ class NcclCommunicator final : public Communicator {
                " but this rank's communicator is on GPU ", dev_.ordinal());
   }
 
-  // One collective: the argument checks and byte figures every backend shares (comm_common.hpp,
-  // traffic.hpp), the device-memory checks, then `launch` queued on the comm stream. An empty
-  // call (count 0) is checked and counted but queues nothing.
-  template <typename Launch>
-  Work issue(CommOp kind, const void* send, const void* recv, int64_t count, DType t, int root,
-             bool async, CallInfo info, Launch&& launch) {
-    check_collective_args("nccl", kind, send, recv, count, root, size_);
-    if (count > 0) {
-      check_device_ptr(kind, send == recv ? "buf" : "send", send);
-      if (recv != send) check_device_ptr(kind, "recv", recv);
+  // Queues the NCCL call of `c` (count > 0) on the comm stream.
+  void launch(const CollectiveCall& c) {
+    const size_t n = static_cast<size_t>(c.count);
+    const ncclDataType_t t = nccl_type(c.dtype);
+    const cudaStream_t s = dev_.comm_stream();
+    switch (c.op) {
+      case CommOp::all_gather: NCCL_CHECK(ncclAllGather(c.send, c.recv, n, t, comm_, s)); break;
+      case CommOp::reduce_scatter:
+        NCCL_CHECK(ncclReduceScatter(c.send, c.recv, n, t, nccl_op(c.reduce), comm_, s));
+        break;
+      case CommOp::all_reduce:
+        NCCL_CHECK(ncclAllReduce(c.send, c.recv, n, t, nccl_op(c.reduce), comm_, s));
+        break;
+      case CommOp::broadcast:
+        NCCL_CHECK(ncclBroadcast(c.send, c.recv, n, t, c.root, comm_, s));
+        break;
+      default: SL_THROW(Error, "nccl: ", comm_op_name(c.op), " is not a collective to launch");
     }
-    add_traffic(traffic_, kind, count, t, size_);
-    if (count == 0) return Work();
+  }
 
-    NvtxRange range(comm_op_name(kind));
+  // One collective, checked and counted by Communicator: the events around its launch on the comm
+  // stream, and when traced a span written once it has run (emit_spans).
+  Work issue(const CollectiveCall& c) {
+    NvtxRange range(comm_op_name(c.op));
     CudaDeviceGuard guard(dev_.ordinal());
     emit_spans(false);
     const bool traced = tracing(recorder_);
     auto op = std::make_shared<Op>();
     op->ordinal = dev_.ordinal();
-    op->kind = kind;
-    op->info = info;
-    op->bytes = collective_bytes(kind, count, t, size_);
-    op->sent = sent_bytes(kind, count, t, size_);
-    op->dtype = t;
+    op->c = c;
+    op->flight = flight_.get();
     op->t_issue = traced ? trace_now_ns() : 0;
     CUDA_CHECK(
         cudaEventCreateWithFlags(&op->end, traced ? cudaEventDefault : cudaEventDisableTiming));
@@ -232,18 +233,13 @@ class NcclCommunicator final : public Communicator {
     }
 
     dev_.comm_waits_for_compute();
-    dev_.record_stream(send, dev_.comm_stream());
-    if (recv != send) dev_.record_stream(recv, dev_.comm_stream());
+    dev_.record_stream(c.send, dev_.comm_stream());
+    if (c.recv != c.send) dev_.record_stream(c.recv, dev_.comm_stream());
     if (traced) CUDA_CHECK(cudaEventRecord(op->start, dev_.comm_stream()));
-    launch();
+    launch(c);
     CUDA_CHECK(cudaEventRecord(op->end, dev_.comm_stream()));
     if (traced) pending_.push_back(op);
-
-    auto state = std::make_shared<NcclWork>(&dev_, op);
-    if (async) return Work(state);
-    state->wait();
-    op->t_wait = -1;  // a blocking call has no separate wait
-    return Work();
+    return Work(std::make_shared<NcclWork>(&dev_, op));
   }
 
   // Pairs a GPU event with the host clock, so event times can be written on the trace clock.
@@ -287,8 +283,9 @@ class NcclCommunicator final : public Communicator {
         times.t_start = anchor_trace_ns(to_start);
         times.t_end = times.t_start + static_cast<int64_t>(static_cast<double>(duration) * 1e6);
         times.t_wait = op.t_wait.load();
-        record_comm_span(recorder_, op.kind, op.info, op.bytes, op.sent, op.dtype, times);
+        record_comm_span(recorder_, op.c, times);
       }
+      op.mark_ended();
       pending_.pop_front();
     }
   }

@@ -15,11 +15,12 @@
 #include "core/base/error.hpp"
 #include "core/comm/comm_common.hpp"
 #include "core/comm/mpi/mpi_watchdog.hpp"
-#include "core/comm/traffic.hpp"
 
 namespace shardlab {
 
 namespace {
+
+int64_t es(DType t) { return static_cast<int64_t>(dtype_size(t)); }
 
 // ---- datatypes and the half-precision sum -----------------------------------------------------
 
@@ -163,15 +164,10 @@ struct MpiWork final : Work::State {
   const char* call = "";
   std::function<void()> finish;  // after completion: free the ring's staging, divide for avg
   Recorder* rec = nullptr;
-  CommOp op = CommOp::barrier;
-  CallInfo info;
-  int64_t bytes = 0;  // collective_bytes
-  int64_t sent = 0;   // sent_bytes
-  DType dtype = DType::f32;
+  CollectiveCall c;
   mutable CommTimes times;
   FlightRecorder* flight = nullptr;
   MpiWatchdog* watch = nullptr;
-  int64_t seq = 0;
   mutable bool completed = false;
   bool reported = false;
   mutable std::exception_ptr error;
@@ -185,26 +181,27 @@ struct MpiWork final : Work::State {
     } catch (...) {
       error = std::current_exception();
     }
-    flight->ended(seq, !error, -1);
+    flight->ended(c.seq, !error, -1);
   }
   // Waits for the collective (polling, so the watchdog can answer) and completes it.
   void finish_waiting() const {
-    if (!ring) return complete(watch->wait(&const_cast<MpiWork*>(this)->req, seq));
+    if (!ring) return complete(watch->wait(&const_cast<MpiWork*>(this)->req, c.seq));
     int rc = MPI_SUCCESS;
     while (rc == MPI_SUCCESS && !ring->finished()) {
-      rc = watch->wait(&ring->reqs[0], seq);
-      if (rc == MPI_SUCCESS) rc = watch->wait(&ring->reqs[1], seq);
+      rc = watch->wait(&ring->reqs[0], c.seq);
+      if (rc == MPI_SUCCESS) rc = watch->wait(&ring->reqs[1], c.seq);
       if (rc == MPI_SUCCESS) rc = ring->advance();
     }
     complete(rc);
   }
+  // A blocking call's wait is its own: no t_wait in its span.
   void wait() override {
-    const int64_t t_wait = comm_clock(rec);
+    const int64_t t_wait = c.async ? comm_clock(rec) : -1;
     if (!completed) finish_waiting();
     if (!reported) {
       reported = true;
       times.t_wait = t_wait;
-      if (!error) record_comm_span(rec, op, info, bytes, sent, dtype, times);
+      if (!error) record_comm_span(rec, c, times);
     }
     if (error) std::rethrow_exception(error);
   }
@@ -237,7 +234,7 @@ struct MpiWork final : Work::State {
       }
       complete(rc);
     }
-    if (!reported && !error) record_comm_span(rec, op, info, bytes, sent, dtype, times);
+    if (!reported && !error) record_comm_span(rec, c, times);
   }
 };
 
@@ -256,86 +253,6 @@ class MpiComm final : public Communicator {
 
   const char* backend() const override { return "mpi"; }
 
-  Work all_gather(const void* send, void* recv, int64_t count, DType t, bool async,
-                  CallInfo info) override {
-    begin(CommOp::all_gather, send, recv, count, t, 0);
-    const int c = static_cast<int>(count);
-    const bool in_place =
-        send == static_cast<const char*>(recv) + rank_ * count * int64_t(dtype_size(t));
-    const void* sb = in_place ? MPI_IN_PLACE : send;
-    auto w = make_work(CommOp::all_gather, count, t, info, "MPI_Allgather");
-    return run(w, async, [&](MPI_Request* r) {
-      return MPI_Iallgather(sb, c, mpi_type(t), recv, c, mpi_type(t), comm_, r);
-    });
-  }
-
-  Work reduce_scatter(const void* send, void* recv, int64_t count, DType t, ReduceOp op, bool async,
-                      CallInfo info) override {
-    begin(CommOp::reduce_scatter, send, recv, count, t, 0);
-    auto w = make_work(CommOp::reduce_scatter, count, t, info,
-                       "reduce_scatter ring (MPI_Isend, MPI_Irecv)");
-    auto ring = std::make_unique<Ring>();
-    ring->comm = comm_;
-    ring->rank = rank_;
-    ring->size = size_;
-    ring->tag = next_tag();
-    ring->dtype = t;
-    ring->count = static_cast<int>(count);
-    ring->send = static_cast<const char*>(send);
-    ring->recv = static_cast<char*>(recv);
-    // Staging for the blocks in flight (comm_buffers, Ring::inbox): none out of place at N = 2.
-    int blocks = 0;
-    if (size_ > 1) blocks = ring->in_place() ? std::min(size_ - 1, 2) : (size_ > 2 ? 1 : 0);
-    if (blocks > 0 && count > 0)
-      ring->staging =
-          device_.alloc(blocks * count * int64_t(dtype_size(t)), MemCategory::comm_buffers);
-    if (size_ == 1 || count == 0) {  // nothing to exchange: the sum is this rank's block
-      if (!ring->in_place() && count > 0) std::memcpy(recv, send, ring->block_bytes());
-      ring->step = size_ - 1;
-    }
-    Ring* r = ring.get();
-    w->ring = std::move(ring);
-    w->finish = [w = w.get(), recv, count, t, op, n = size_] {
-      w->ring->staging.reset();
-      if (op == ReduceOp::avg) divide(recv, count, t, n);
-    };
-    return run(w, async, [r](MPI_Request*) { return r->finished() ? MPI_SUCCESS : r->post(); });
-  }
-
-  Work all_reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op, bool async,
-                  CallInfo info) override {
-    begin(CommOp::all_reduce, send, recv, count, t, 0);
-    const int c = static_cast<int>(count);
-    const void* sb = send == recv ? MPI_IN_PLACE : send;
-    auto w = make_work(CommOp::all_reduce, count, t, info, "MPI_Allreduce");
-    if (op == ReduceOp::avg) w->finish = [recv, count, t, n = size_] { divide(recv, count, t, n); };
-    return run(w, async, [&](MPI_Request* r) {
-      return MPI_Iallreduce(sb, recv, c, mpi_type(t), mpi_sum(t), comm_, r);
-    });
-  }
-
-  Work broadcast(void* buf, int64_t count, DType t, int root, bool async, CallInfo info) override {
-    begin(CommOp::broadcast, buf, buf, count, t, root);
-    const int c = static_cast<int>(count);
-    auto w = make_work(CommOp::broadcast, count, t, info, "MPI_Bcast");
-    return run(w, async,
-               [&](MPI_Request* r) { return MPI_Ibcast(buf, c, mpi_type(t), root, comm_, r); });
-  }
-
-  void barrier() override {
-    auto w = make_work(CommOp::barrier, 0, DType::f32, {}, "MPI_Barrier");
-    run(w, false, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
-  }
-
-  std::unique_ptr<Communicator> split(int color, int key) override {
-    if (color < 0) SL_THROW(InvalidArgument, "mpi split: color ", color, " must be >= 0");
-    MPI_Comm sub = MPI_COMM_NULL;
-    check_mpi(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
-    auto c = make_owned(sub, device_, flight_, watch_);
-    c->set_recorder(recorder_);
-    return c;
-  }
-
   // Takes ownership of `comm` (freed with the communicator).
   static std::unique_ptr<Communicator> make_owned(MPI_Comm comm, Device& device,
                                                   std::shared_ptr<FlightRecorder> flight,
@@ -348,52 +265,112 @@ class MpiComm final : public Communicator {
   }
 
  private:
-  void begin(CommOp op, const void* send, const void* recv, int64_t count, DType t, int root) {
-    check_collective_args("mpi", op, send, recv, count, root, size_);
-    // MPI counts are int; all_gather's receive side is size() times larger.
+  // MPI counts are int; all_gather's receive side and reduce_scatter's send side are size() times
+  // larger.
+  void check_call(const CollectiveCall& c) const override {
     const int64_t limit =
-        INT_MAX / (op == CommOp::all_gather || op == CommOp::reduce_scatter ? size_ : 1);
-    if (count > limit)
-      SL_THROW(InvalidArgument, "mpi ", comm_op_name(op), ": count ", count,
+        INT_MAX / (c.op == CommOp::all_gather || c.op == CommOp::reduce_scatter ? size_ : 1);
+    if (c.count > limit)
+      SL_THROW(InvalidArgument, "mpi ", comm_op_name(c.op), ": count ", c.count,
                " exceeds what one MPI call takes (", limit, "); split the buffer");
-    add_traffic(traffic_, op, count, t, size_);
   }
 
-  std::shared_ptr<MpiWork> make_work(CommOp op, int64_t count, DType t, CallInfo info,
-                                     const char* call) {
+  Work start(const CollectiveCall& c) override {
+    const int n = static_cast<int>(c.count);
+    const MPI_Datatype t = mpi_type(c.dtype);
+    switch (c.op) {
+      case CommOp::all_gather: {
+        const bool in_place =
+            c.send == static_cast<const char*>(c.recv) + rank_ * c.count * es(c.dtype);
+        const void* sb = in_place ? MPI_IN_PLACE : c.send;
+        return run(make_work(c, "MPI_Allgather"), [&](MPI_Request* r) {
+          return MPI_Iallgather(sb, n, t, c.recv, n, t, comm_, r);
+        });
+      }
+      case CommOp::reduce_scatter: return start_ring(c);
+      case CommOp::all_reduce: {
+        const void* sb = c.send == c.recv ? MPI_IN_PLACE : c.send;
+        auto w = make_work(c, "MPI_Allreduce");
+        if (c.reduce == ReduceOp::avg)
+          w->finish = [recv = c.recv, count = c.count, dt = c.dtype, size = size_] {
+            divide(recv, count, dt, size);
+          };
+        return run(w, [&](MPI_Request* r) {
+          return MPI_Iallreduce(sb, c.recv, n, t, mpi_sum(c.dtype), comm_, r);
+        });
+      }
+      case CommOp::broadcast:
+        return run(make_work(c, "MPI_Bcast"),
+                   [&](MPI_Request* r) { return MPI_Ibcast(c.recv, n, t, c.root, comm_, r); });
+      default:
+        return run(make_work(c, "MPI_Barrier"),
+                   [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+    }
+  }
+
+  // reduce_scatter: the ring of point-to-point steps (Ring above), with its staging.
+  Work start_ring(const CollectiveCall& c) {
+    auto w = make_work(c, "reduce_scatter ring (MPI_Isend, MPI_Irecv)");
+    auto ring = std::make_unique<Ring>();
+    ring->comm = comm_;
+    ring->rank = rank_;
+    ring->size = size_;
+    ring->tag = next_tag();
+    ring->dtype = c.dtype;
+    ring->count = static_cast<int>(c.count);
+    ring->send = static_cast<const char*>(c.send);
+    ring->recv = static_cast<char*>(c.recv);
+    // Staging for the blocks in flight (comm_buffers, Ring::inbox): none out of place at N = 2.
+    int blocks = 0;
+    if (size_ > 1) blocks = ring->in_place() ? std::min(size_ - 1, 2) : (size_ > 2 ? 1 : 0);
+    if (blocks > 0 && c.count > 0)
+      ring->staging = device_.alloc(blocks * c.count * es(c.dtype), MemCategory::comm_buffers);
+    if (size_ == 1 || c.count == 0) {  // nothing to exchange: the sum is this rank's block
+      if (!ring->in_place() && c.count > 0) std::memcpy(c.recv, c.send, ring->block_bytes());
+      ring->step = size_ - 1;
+    }
+    Ring* r = ring.get();
+    w->ring = std::move(ring);
+    w->finish = [w = w.get(), recv = c.recv, count = c.count, dt = c.dtype, op = c.reduce,
+                 size = size_] {
+      w->ring->staging.reset();
+      if (op == ReduceOp::avg) divide(recv, count, dt, size);
+    };
+    return run(w, [r](MPI_Request*) { return r->finished() ? MPI_SUCCESS : r->post(); });
+  }
+
+  std::unique_ptr<Communicator> start_split(const CollectiveCall& c, int color, int key,
+                                            const std::vector<int>*) override {
+    MPI_Comm sub = MPI_COMM_NULL;
+    const int rc = MPI_Comm_split(comm_, color, key, &sub);
+    flight_->ended(c.seq, rc == MPI_SUCCESS, -1);
+    check_mpi(rc, "MPI_Comm_split");
+    return make_owned(sub, device_, flight_, watch_);
+  }
+
+  std::shared_ptr<MpiWork> make_work(const CollectiveCall& c, const char* call) {
     auto w = std::make_shared<MpiWork>();
     w->call = call;
     w->rec = recorder_;
-    w->op = op;
-    w->info = info;
-    w->bytes = collective_bytes(op, count, t, size_);
-    w->sent = sent_bytes(op, count, t, size_);
-    w->dtype = t;
+    w->c = c;
     w->times.t_issue = comm_clock(recorder_);
     w->times.t_start = w->times.t_issue;  // MPI starts the collective at issue
     w->flight = flight_.get();
     w->watch = watch_.get();
-    w->seq = flight_->issued(op, info, count, t, size_);
     return w;
   }
 
   // issue(&req) starts the non-blocking call (or the ring's first step). A blocking collective is
-  // the same call waited on at once: the wait polls, so the watchdog can answer and time it.
+  // the same call waited on at once (by Communicator): the wait polls, so the watchdog can answer
+  // and time it. A call MPI refuses to start completes with its error: thrown here when async,
+  // from the wait when blocking.
   template <typename Issue>
-  Work run(const std::shared_ptr<MpiWork>& w, bool async, Issue issue) {
-    if (!async) {
-      const int rc = issue(&w->req);
-      if (rc == MPI_SUCCESS) {
-        w->finish_waiting();
-      } else {
-        w->complete(rc);
-      }
-      w->reported = true;
-      if (w->error) std::rethrow_exception(w->error);
-      record_comm_span(w->rec, w->op, w->info, w->bytes, w->sent, w->dtype, w->times);
-      return Work();
+  Work run(const std::shared_ptr<MpiWork>& w, Issue issue) {
+    const int rc = issue(&w->req);
+    if (rc != MPI_SUCCESS) {
+      w->complete(rc);
+      if (w->c.async) std::rethrow_exception(w->error);
     }
-    check_mpi(issue(&w->req), w->call);
     return Work(w);
   }
 

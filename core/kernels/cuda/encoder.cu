@@ -67,9 +67,11 @@ void encoder_backward(Device& dev, float* dwte, float* dwpe, const float* dout, 
   const int64_t rows = static_cast<int64_t>(B) * T;
   if (rows <= 0 || C <= 0) return;
   Launch l(dev);
-  encoder_backward_wpe_kernel<<<blocks_for(static_cast<int64_t>(T) * C), kThreads, 0, l.stream>>>(
-      dwpe, dout, tokens, B, T, C, V);
-  CUDA_CHECK_LAUNCH();
+  if (dwpe) {
+    encoder_backward_wpe_kernel<<<blocks_for(static_cast<int64_t>(T) * C), kThreads, 0, l.stream>>>(
+        dwpe, dout, tokens, B, T, C, V);
+    CUDA_CHECK_LAUNCH();
+  }
   encoder_backward_wte_kernel<<<blocks_for(C), kThreads, 0, l.stream>>>(dwte, dout, tokens, rows, C,
                                                                         V);
   CUDA_CHECK_LAUNCH();

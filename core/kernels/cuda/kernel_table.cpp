@@ -6,8 +6,9 @@ namespace shardlab {
 namespace {
 
 const KernelTable kCudaKernels = {
-    "cuda",     &kCudaAttention, &kCudaCrossEntropy, &kCudaElementwise, &kCudaEncoder,
-    &kCudaGelu, &kCudaLayerNorm, &kCudaOptim,        &kCudaResidual};
+    "cuda",         &kCudaAttention, &kCudaCrossEntropy, &kCudaElementwise,
+    &kCudaEncoder,  &kCudaGelu,      &kCudaLayerNorm,    &kCudaOptim,
+    &kCudaResidual, &kCudaRmsNorm,   &kCudaRope,         &kCudaSwiGlu};
 
 }  // namespace
 
