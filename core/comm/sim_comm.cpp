@@ -112,7 +112,7 @@ class SimComm final : public Communicator {
     } else {
       stream_->progress(clock_.now_ns, nullptr);  // a blocking call progresses the pending ones
       w->times.t_start = std::max(clock_.now_ns, stream_->free_ns);
-      w->times.t_end = virtual_add(w->times.t_start, duration, comm_op_name(op));
+      w->times.t_end = virtual_add(w->times.t_start, duration, comm_op_name(c.op));
       stream_->free_ns = w->times.t_end;
     }
     flight_->ended(c.seq, true, -1);
