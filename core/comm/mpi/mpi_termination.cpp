@@ -64,13 +64,18 @@ void MpiTerminationWatch::wait_for_signal() {
   const int sig = c;
   const std::string doing = what_the_rank_was_doing(flight_);
   const std::string path = flight_.dump_path();
-  const bool written = add_terminated_rank_to_flight_file(path, sig, flight_);
+  // Said first: mpirun sends SIGKILL soon after SIGTERM (odls_base_sigkill_timeout, 1 s by
+  // default), and the line is the part a user reads.
   std::fprintf(stderr,
                "shardlab: rank %d: terminated by %s (mpirun ends the job when a rank fails or is "
                "killed) while %s%s%s\n",
                rank_, sig == SIGTERM ? "SIGTERM" : "SIGINT", doing.c_str(),
-               written ? "; flight record: " : "", written ? path.c_str() : "");
+               path.empty() ? "" : "; adding its flight record to ", path.c_str());
   std::fflush(stderr);
+  if (!path.empty() && !add_terminated_rank_to_flight_file(path, sig, flight_)) {
+    std::fprintf(stderr, "shardlab: rank %d: could not write %s\n", rank_, path.c_str());
+    std::fflush(stderr);
+  }
   ::_exit(128 + sig);
 }
 
