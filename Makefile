@@ -35,7 +35,8 @@ help:
 	@echo "make test-tsan  build-tsan/: ThreadSanitizer, every test"
 	@echo "make fuzz     libFuzzer over the JSON readers, 10 min each (FUZZ_SECONDS, FUZZ_TARGETS)"
 	@echo "make reliability-table  rerun the bad-input corpus, rewrite its table in docs/reliability.md"
-	@echo "make docs-figures  rerun the commands whose output pages quote, rewrite those blocks (SLOW=1: also minutes-long runs)"
+	@echo "make docs-figures  rerun the commands behind every figure and picture of the pages, rewrite them (SLOW=1: also minutes-long runs)"
+	@echo "make docs-check  regenerate every figure into a scratch tree, fail on any difference beyond timing (page:line)"
 	@echo "make clean    remove build directories"
 
 deps:
@@ -170,12 +171,18 @@ lesson-diffs:
 lesson-figures:
 	/usr/bin/python3 lessons/tools/draw_figures.py docs/lessons/img
 
-# ---- figures quoted on pages (docs/figures.py; what it covers: docs/README.md) -----------------
-# make docs-figures          rerun the commands whose output pages quote and rewrite those blocks
-#                            between their <!-- figure:NAME:begin/end --> markers (under a minute)
+# ---- figures on pages (docs/figures.py, docs/docs_check.py; docs/README.md) ---------------------
+# make docs-figures          rerun the commands behind every figure and rewrite it: the blocks
+#                            between <!-- figure:NAME:begin/end --> markers, the pictures, the
+#                            generated files (docs/lessons/table.md, diffs, docs/bench/report.md)
 # make docs-figures SLOW=1   also the runs that take minutes (docs/data.md's trained losses)
-#                            Both redraw docs/img/layers.svg from core/CMakeLists.txt's layer table.
-.PHONY: docs-figures
+# make docs-check            regenerate everything into $(BUILD)/docs-check/tree and fail on any
+#                            difference from the committed pages beyond what is timing, listing
+#                            page:line (FAST=1: without the minutes-long runs). Not part of
+#                            `make test`: it trains and screenshots for minutes (docs/README.md).
+.PHONY: docs-figures docs-check
 docs-figures: build
 	python3 docs/figures.py --build $(BUILD) $(if $(SLOW),--slow)
-	python3 docs/layers_svg.py
+
+docs-check: build
+	/usr/bin/python3 docs/docs_check.py --build $(BUILD) $(if $(FAST),--fast)

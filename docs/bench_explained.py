@@ -15,7 +15,8 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from figures import ROOT, run as sh  # noqa: E402  (the scratch runner of all figures)
+from figlib import T, loadavg, picture, run as sh  # noqa: E402  (shared by all figure makers)
+from viewer_pictures import timed_regions  # noqa: E402
 SKIP = 2  # warm-up steps left out, as the benchmarks leave theirs out
 MPIRUN = "mpirun --allow-run-as-root --oversubscribe -np 2"
 
@@ -112,10 +113,14 @@ def make(cwd):
     report = json.load(open(png[:-4] + ".json"))
     if not all(m["shown"] for m in report["marks"]):
         sys.exit(f"docs/bench_explained.py: a mark fell outside its panel: {report['marks']}")
-    os.replace(png, os.path.join(ROOT, "docs", "bench", "explained_mpi_n2.png"))
+    regions, note = timed_regions(report)
+    os.replace(png, picture("docs/bench/explained_mpi_n2.png", regions, note))
 
-    load = " ".join(open("/proc/loadavg").read().split()[:3])
-    f = "{:.1f}".format
+    def f(v):
+        return T(f"{v:.1f}")
+
+    def ratio(a, b):
+        return T(f"{a['step'] / b['step']:.2f}")
     lines = ["```"] + [c for _, c in MPI_RUNS] + [c for _, c in PREFETCH_RUNS] + [
         SHOT.format(png="docs/bench/explained_mpi_n2.png") + " --mark ...", "```", "",
         f"MPI, `small`, N = 2 (one process per core), median over steps {SKIP + 1} to 12 and both "
@@ -124,9 +129,15 @@ def make(cwd):
                    [[s, f(m["step"]), f(m["forward"]), f(m["backward"]), f(m["optimizer"]),
                      f(m["comm"]), f(m["exposed"])] for s, m in mpi.items()])
     d, z = mpi["no_shard"], mpi["full_shard"]
-    lines += ["", f"DDP's AdamW takes {f(d['optimizer'])} ms of its {f(d['step'])} ms step; "
-              f"sharded, the optimizer takes {f(z['optimizer'])} ms (full_shard). Step time "
-              f"no_shard / full_shard: {d['step'] / z['step']:.2f}.", "",
+    saved = d["optimizer"] - z["optimizer"]
+    extra = z["exposed"] - d["exposed"]
+    verdict = ("full_shard's step was the shorter" if d["step"] > z["step"]
+               else "DDP's step was the shorter")
+    lines += ["", f"In this run DDP's AdamW took {f(d['optimizer'])} ms of its {f(d['step'])} ms "
+              f"step and full_shard's {f(z['optimizer'])} ms of {f(z['step'])} ms: sharding saved "
+              f"{f(saved)} ms of optimizer per step, while full_shard's exposed communication was "
+              f"{f(extra)} ms longer than DDP's; step time no_shard / full_shard "
+              f"{ratio(d, z)}: {T(verdict)}.", "",
               "Local, `tiny`, N = 4 (four rank threads and their communication threads on two "
               f"cores), full_shard, median over steps {SKIP + 1} to 40 and all ranks, ms per step:",
               ""]
@@ -140,9 +151,9 @@ def make(cwd):
               f"ran under compute; against prefetch off, communication took "
               f"{f(on['comm'] - off['comm'])} ms more and forward + backward "
               f"{f(on['forward'] + on['backward'] - off['forward'] - off['backward'])} ms more. "
-              f"Step time prefetch on / off: {on['step'] / off['step']:.2f}."]
+              f"Step time prefetch on / off: {ratio(on, off)}."]
     lines += ["", "![MPI, N = 2, step 6: no_shard (left) and full_shard (right), the optimizer "
               "step of rank 0 marked 1 and 2](explained_mpi_n2.png)", "",
-              f"*Made by `make docs-figures` (docs/bench_explained.py), load average {load} on "
-              "2 cores when it finished.*"]
+              f"*Made by `make docs-figures` (docs/bench_explained.py), load average {loadavg()} "
+              "on 2 cores when it finished.*"]
     return "\n".join(lines)

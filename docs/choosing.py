@@ -15,9 +15,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from figures import ROOT, run, fenced  # noqa: E402  (the scratch runner of all figures)
-
-IMG = os.path.join(ROOT, "docs", "img")
+from figlib import NUM, fenced, mark_timing, picture, run  # noqa: E402  (shared by all figure makers)
 
 # (a) gpt2-xl on 64 H100s (8 nodes), one 1024-token sequence per rank, bf16: the inter-node link
 # per GPU from 12.5 to 400 Gb/s (the h100-sxm preset's), everything else the preset's.
@@ -108,7 +106,7 @@ def bandwidth(cwd):
         for name, flag in BW_STRATEGIES:
             cmd = BW_RUN.format(cluster=path, strategy=flag)
             series[name].append(int(get(r"tokens/s +([0-9]+)", run(cmd, cwd), cmd)))
-    plot("bandwidth", {"x": BW_GBITS, "series": series}, os.path.join(IMG, "choosing_bandwidth.png"))
+    plot("bandwidth", {"x": BW_GBITS, "series": series}, picture("docs/img/choosing_bandwidth.png"))
 
     rows = ["| inter-node Gb/s per GPU | " + " | ".join(n for n, _ in BW_STRATEGIES) + " |",
             "| ---: |" + " ---: |" * len(BW_STRATEGIES)]
@@ -145,7 +143,7 @@ def memory(cwd):
             series[name].append(gib(get(r"peak memory +([0-9.]+ [KMG]iB)", out, cmd)))
             cap = gib(get(r"peak memory .* per rank, of ([0-9.]+ [KMG]iB)", out, cmd))
     plot("memory", {"x": MEM_RANKS, "series": series, "cap": cap},
-         os.path.join(IMG, "choosing_memory.png"))
+         picture("docs/img/choosing_memory.png"))
     rows = ["| N | " + " | ".join(n for n, _ in MEM_STRATEGIES) + " |",
             "| ---: |" + " ---: |" * len(MEM_STRATEGIES)]
     for i, n in enumerate(MEM_RANKS):
@@ -162,7 +160,9 @@ def recommend(cwd):
                     if not re.match(r"recommend: \d+ of \d+ configurations", l))
     out = out.replace(" (the GPU's memory)\n\n", " (the GPU's memory)\n")
     cmd = RECOMMEND.replace("build/bin/", "").replace("--ranks 64 ", "--ranks 64 \\\n    ")
-    return fenced(cmd.split("\n") + out.rstrip("\n").split("\n"))
+    # The search's own duration is the one timing figure of a simulated answer.
+    return mark_timing(fenced(cmd.split("\n") + out.rstrip("\n").split("\n")),
+                       [r"configurations in (" + NUM + " s)"])
 
 
 def main():

@@ -1,52 +1,47 @@
-"""Regenerates the program outputs that pages quote (make docs-figures).
+"""Regenerates every figure the pages show (make docs-figures): quoted program outputs, tables,
+generated files and pictures.
 
-Every figure below names a page, the block between '<!-- figure:NAME:begin -->' and
-'<!-- figure:NAME:end -->' on it, and the command whose output fills that block. The commands run
-in a scratch directory (BUILD/docs-figures/, with BUILD linked there as build/, so a printed
-`build/bin/...` reads as on the page) with one BLAS thread each, as `make lesson` and `make demo`
-run them; tests/corpus/splice_table.py (the splicer of make reliability-table) writes each block.
+Each row of FIGURES names a figure, the pages (or files) it goes to and the function that makes it
+by running real commands. A block figure replaces the lines between '<!-- figure:NAME:begin -->'
+and '<!-- figure:NAME:end -->' on each of its pages (tests/corpus/splice_table.py, the splicer of
+make reliability-table, writes them); a file figure writes whole files (docs/lessons/table.md, the
+benchmark report, ...). Pictures are written where figlib.picture() says. The commands run in a
+scratch directory (BUILD/docs-figures/, with BUILD linked there as build/ and data/ as data/, so a
+printed `build/bin/...` reads as on the page) with one BLAS thread each.
 
-    python3 docs/figures.py [--build build] [--slow] [NAME ...]
+    python3 docs/figures.py [--build build] [--slow] [--list] [NAME ...]
 
 Without --slow only the figures that take seconds run; --slow adds those that take minutes (the
-trained-loss table of docs/data.md). Names pick figures. The pages' other figures are listed in
-docs/README.md (what this script does not regenerate, and why)."""
+trained-loss table of docs/data.md). Names pick figures. docs/docs_check.py (make docs-check) runs
+the same makers into a scratch tree and compares (docs/README.md, "Keeping figures true")."""
 import argparse
 import importlib.util
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from figlib import (NUM, ROOT, T, TIMED, excerpt, fenced, loadavg, mark_timing,  # noqa: E402
+                    output_root, picture, run, strip_marks)
+
 SPLICE = os.path.join(ROOT, "tests", "corpus", "splice_table.py")
 
 
-def run(cmd, cwd, timed=False):
-    """Runs a shell command line in the scratch directory; returns its output (and CPU seconds)."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    print(f"  $ {cmd}", flush=True)
-    t0 = os.times()
-    p = subprocess.run(["bash", "-c", cmd], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True)
-    t1 = os.times()
-    if p.returncode != 0:
-        sys.exit(f"docs/figures.py: `{cmd}` exited with {p.returncode}:\n{p.stdout[-3000:]}")
-    cpu = t1.children_user - t0.children_user
-    return (p.stdout, cpu) if timed else p.stdout
+# ---- figures: program outputs ------------------------------------------------------------------
 
+# A lesson's step lines: ms/step and tokens/s are the third and fourth columns.
+LESSON_RULES = TIMED + [r"^ +\d+ \| +" + NUM + r" \| +(" + NUM + r") \| +(" + NUM + r") \|"]
 
-def fenced(lines):
-    return "```\n" + "\n".join(lines).rstrip("\n") + "\n```"
-
-
-# ---- figures ---------------------------------------------------------------------------------
 
 def lesson_output(n, name):
     """A lesson's whole output with its defaults, as `make lesson N=n` prints it."""
     def make(cwd):
-        return fenced(run(f"build/bin/lesson_0{n}_{name}", cwd).rstrip("\n").split("\n"))
+        out = run(f"build/bin/lesson_0{n}_{name}", cwd).rstrip("\n").split("\n")
+        return mark_timing(fenced(out), LESSON_RULES)
     return make
 
 
@@ -59,11 +54,42 @@ def lesson5_sixty_steps(cwd):
     return fenced(['make lesson N=5 ARGS="--steps 60"', "...", line[0]])
 
 
+def lesson5_twenty_steps(cwd):
+    """Lesson 5's default 20 steps: the loss check line, quoted where the page says what it shows."""
+    out = run("build/bin/lesson_05_hybrid", cwd)
+    line = [l for l in out.split("\n") if "loss curve matches lesson 1" in l]
+    if len(line) != 1:
+        sys.exit("docs/figures.py: lesson 5 printed no 'loss curve matches lesson 1' line")
+    return fenced(["make lesson N=5", "...", line[0]])
+
+
 def plan_tiny(cwd):
     """The planner on the lessons' model and batch: the model line and the strategy table."""
     cmd = "build/bin/shardlab plan --model tiny --ranks 4 --batch 2 --seq 64"
     out = run(cmd, cwd).split("\n\n")[0]
     return fenced([cmd] + out.split("\n"))
+
+
+# The step lines of `shardlab train`: tokens/s is the fourth column.
+TRAIN_RULES = TIMED + [r"^ +\d+ \| +" + NUM + r" \| +" + NUM + r" \| +(\d+) \|"]
+
+
+def lesson6_train(cwd):
+    """Lesson 6: lesson 4's equivalent in the engine, the parallel line, the first step lines and
+    the end of the run (every left-out line shown as ...)."""
+    cmd = ("build/bin/shardlab train --model tiny --ranks 4 --steps 20 --batch 8 --seq 64 --lr 3e-3 "
+           "--warmup 0 --schedule constant --strategy full_shard")
+    out = run(cmd, cwd)
+    step = re.compile(r"^ +(\d+) \|")
+
+    def keep(line):
+        m = step.match(line)
+        if m:
+            return int(m.group(1)) <= 3 or int(m.group(1)) == 20
+        return (line.startswith(("parallel:", "  step |", "-------+", "final loss", "peak memory"))
+                or re.match(r"\d+ steps, \d+ tokens in", line) is not None)
+    lines = excerpt(out, keep, cmd)
+    return "<!-- docs-test: run -->\n" + mark_timing(fenced(lines), TRAIN_RULES)
 
 
 def plan_output(cmd):
@@ -121,9 +147,40 @@ def plan_speed(cwd):
         t0 = time.time()
         run(cmd, cwd)
         times.append(time.time() - t0)
-    load = open("/proc/loadavg").read().split()[0]
     return fenced([f"$ time {cmd.replace('build/bin/', '')}",
-                   f"best of 3: {min(times):.2f} s wall (load average {load})"])
+                   f"best of 3: {T(f'{min(times):.2f} s')} wall (load average {loadavg()})"])
+
+
+def plan_offload_tiny(cwd):
+    """memory.md: the planner's device and host peaks of tiny's full_shard on 3 ranks with params
+    offload (the case FsdpOffload.PlannedDeviceAndHostPeaksAreTheMeasured also measures)."""
+    cmd = ("build/bin/shardlab plan --model tiny --n-layer 4 --ranks 3 --batch 2 --seq 32 "
+           "--strategy full_shard --offload params")
+    out = run(cmd, cwd).split("\n\n")[0]
+    return fenced([cmd.replace("build/bin/", "")] + out.split("\n"))
+
+
+def offload_small(cwd):
+    """fsdp.md: full_shard at small on 4 ranks under a 36 MiB limit, without offload (out of
+    memory) and with --offload params (trains), with the planner's peaks beside."""
+    plan = ("build/bin/shardlab plan --model small --ranks 4 --batch 4 --seq 64 "
+            "--strategy full_shard --offload params")
+    oom = "build/bin/shardlab train --ranks 4 --strategy full_shard --mem-limit 36MiB --steps 3"
+    fits = oom + " --offload params"
+    p = run(plan, cwd).split("\n\n")[0]
+    bad = run(oom + " --trace off || [ $? -eq 1 ]", cwd)
+    good = run(fits + " --trace off", cwd)
+    err = [l for l in bad.split("\n") if "out of memory" in l][:1]
+    if not err:
+        sys.exit(f"docs/figures.py: `{oom}` did not run out of memory:\n{bad}")
+    keep = [l for l in good.split("\n")
+            if l.startswith(("peak memory", "device peak", "host peak", "copied per step"))]
+    lines = ["$ " + plan.replace("build/bin/", "")] + p.split("\n") + [
+        "$ " + oom.replace("build/bin/", ""), "...", err[0][:300],
+        "$ " + fits.replace("build/bin/", ""), "..."] + keep
+    # Every rank allocates the same; which one crosses the limit first is the scheduler's choice.
+    return "<!-- docs-test: skip -->\n" + mark_timing(fenced(lines), TIMED + [
+        r"^shardlab: error: rank (\d+): out of memory"])
 
 
 def demo_table(cwd):
@@ -133,7 +190,8 @@ def demo_table(cwd):
     if start < 0:
         sys.exit("docs/figures.py: shardlab demo printed no '==== side by side' table")
     table = out[start:].split("\n\n")[0].split("\n")
-    return fenced([l for l in table if not l.startswith("run directories")])
+    return mark_timing(fenced([l for l in table if not l.startswith("run directories")]),
+                       TIMED + [r"^tokens/s \(all ranks\) +(\d+) +(\d+)$"])
 
 
 # docs/data.md: how close each run gets to the entropy rate H, with the user CPU time of the same
@@ -161,9 +219,25 @@ def data_table(cwd):
         if len(set(finals)) != 1:
             sys.exit(f"docs/figures.py: `{cmd}`: its runs disagree: {finals}")
         loss, above = finals[0]
-        rows.append(f"| {label} | {round(int(tokens[0]) / 1000)}k | {cpu / runs:.0f} s | {loss} | "
-                    f"{float(above):.1f}% |")
+        rows.append(f"| {label} | {round(int(tokens[0]) / 1000)}k | {T(f'{cpu / runs:.0f} s')} | "
+                    f"{loss} | {float(above):.1f}% |")
     return "\n".join(rows)
+
+
+# What `shardlab summary` prints that depends on timing, beyond TIMED: the tables of times per
+# rank and of waits, the straggler lines' figures, and the exposed share.
+SUMMARY_RULES = TIMED + [
+    r"^exposed comm (" + NUM + r")% of comm time: (" + NUM + ") of (" + NUM + ")",
+    r"^\d+ +(" + NUM + r") +(" + NUM + r") +(" + NUM + r") +(" + NUM + r")$",  # time per rank
+    r"^\d+ +(" + NUM + r") +" + NUM + r" +(\d+)$",  # waits per rank: ms/step, least (steps)
+    r"^run totals, all ranks and steps: compute .*$",
+    r"^lead of rank (\d+), .* median (" + NUM + r") ms .* spread (" + NUM + ") ms",
+    r"within the threshold of (" + NUM + r") ms: .*, (" + NUM + ") ms\)$",
+    r"^steps \d+ \(\d+ measured, first excluded as warm-up\) +(step time ms: .*)$",
+    r"^(?:step time ms, median|tokens/s \(all ranks\)|  comm ms|  exposed comm ms)((?: +" + NUM
+    + ")+)$",
+    r"; median step time (" + NUM + "x)",
+]
 
 
 def summary_tiny(cwd):
@@ -172,7 +246,41 @@ def summary_tiny(cwd):
     train = "shardlab train --model tiny --ranks 2 --steps 6 --batch 4 --seq 32 --run-dir runs/t"
     run("build/bin/" + train + " --overwrite", cwd)
     out = run("build/bin/shardlab summary runs/t", cwd).rstrip("\n").split("\n")
-    return "<!-- docs-test: run -->\n" + fenced([f"$ {train}", "$ shardlab summary runs/t"] + out)
+    block = fenced([f"$ {train}", "$ shardlab summary runs/t"] + out)
+    return "<!-- docs-test: run -->\n" + mark_timing(block, SUMMARY_RULES)
+
+
+# collectives.md: DDP and full_shard on the same model, and `shardlab summary` of both.
+COMPARE_TRAIN = ("shardlab train --model small --ranks 4 --steps 6 --batch 8 --seq 64 "
+                 "--strategy {s} --run-dir runs/{d}")
+
+
+def summary_compare(cwd):
+    """The two runs and `shardlab summary runs/dp runs/fsdp`: per step and rank, and the ratios."""
+    lines = []
+    for s, d in (("no_shard", "dp"), ("full_shard", "fsdp")):
+        cmd = COMPARE_TRAIN.format(s=s, d=d)
+        run("build/bin/" + cmd + " --overwrite", cwd)
+        lines.append("$ " + cmd)
+    out = run("build/bin/shardlab summary runs/dp runs/fsdp", cwd).rstrip("\n").split("\n")
+    block = fenced(lines + ["$ shardlab summary runs/dp runs/fsdp"] + out)
+    return "<!-- docs-test: run -->\n" + mark_timing(block, SUMMARY_RULES)
+
+
+def reliability_slow(cwd):
+    """docs/reliability.md: a straggler on demand, and the end of the run that names it."""
+    cmd = ("build/bin/shardlab train --model small --ranks 2 --steps 6 --slow-rank 1:3 "
+           "--run-dir runs/slow --overwrite")
+    out = run(cmd, cwd)
+    start = out.find("waiting for other ranks")
+    if start < 0:
+        sys.exit(f"docs/figures.py: `{cmd}` printed no 'waiting for other ranks' table")
+    tail = out[start:].split("\n\n")[0].split("\n")
+    block = fenced([cmd.replace("build/bin/", ""), "..."] + tail)
+    return "<!-- docs-test: run -->\n" + mark_timing(block, SUMMARY_RULES + [
+        r"^lead of rank 1, .*$", r"^rank 1's lead by step \(step:\+X ms\):(.*)$",
+        r"^straggler: rank 1; the others waited (" + NUM + r") ms .* threshold of (" + NUM +
+        r") ms .* step, (" + NUM + r") ms\)$"])
 
 
 def load_module(name):
@@ -187,6 +295,11 @@ def viewer_tour(cwd):
     """docs/viewer-tour.md: three short runs, two annotated screenshots (docs/img/tour_*.png) and
     the callouts' text (docs/viewer_tour.py)."""
     return load_module("viewer_tour").make(cwd)
+
+
+def viewer_pictures(name):
+    """docs/viewer.md and the lessons' viewer pictures (docs/viewer_pictures.py)."""
+    return lambda cwd: getattr(load_module("viewer_pictures"), name)(cwd)
 
 
 def bench_explained(cwd):
@@ -238,63 +351,232 @@ def choosing(name):
     return lambda cwd: getattr(load_module("choosing"), name)(cwd)
 
 
-# name: (pages, make(cwd) -> block, slow)
-FIGURES = {
-    "demo": (["README.md", "docs/fsdp.md"], demo_table, False),
-    "lesson01": (["docs/lessons/01_data_parallel.md"], lesson_output(1, "data_parallel"), False),
-    "lesson02": (["docs/lessons/02_sharded_params.md"], lesson_output(2, "sharded_params"), False),
-    "lesson03": (["docs/lessons/03_sharded_grads.md"], lesson_output(3, "sharded_grads"), False),
-    "lesson04": (["docs/lessons/04_sharded_optimizer.md"],
-                 lesson_output(4, "sharded_optimizer"), False),
-    "lesson05": (["docs/lessons/05_hybrid.md"], lesson_output(5, "hybrid"), False),
-    "lesson05-steps60": (["docs/lessons/05_hybrid.md"], lesson5_sixty_steps, False),
-    "plan-tiny": (["docs/lessons/06_from_lessons_to_core.md"], plan_tiny, False),
-    "data-loss": (["docs/data.md"], data_table, True),
-    "summary-tiny": (["docs/observability.md"], summary_tiny, False),
-    "viewer-tour": (["docs/viewer-tour.md"], viewer_tour, False),
-    "bench-explained": (["docs/bench/README.md"], bench_explained, False),
-    "simulate-7b": (["docs/simulate.md"], simulate_7b, False),
-    "simulate-table": (["docs/simulate.md"], simulate_table, False),
-    "plan-zero": (["docs/memory.md"], plan_output(PLAN_ZERO), False),
-    "plan-article": (["docs/memory.md"], plan_output(PLAN_ARTICLE), False),
-    "plan-7b-a100": (["docs/memory.md"], plan_7b_a100, False),
-    "plan-speed": (["docs/memory.md"], plan_speed, False),
-    "choosing-bandwidth": (["docs/choosing.md"], choosing("bandwidth"), False),
-    "choosing-memory": (["docs/choosing.md"], choosing("memory"), False),
-    "choosing-7b": (["docs/choosing.md"], choosing("recommend"), False),
-}
+# ---- figures: whole files and tables of other make targets -------------------------------------
+
+def corpus_table(cwd):
+    """docs/reliability.md's table of the bad-input corpus (make reliability-table's)."""
+    table = os.path.join(cwd, "corpus-table.md")
+    run(f"bash {ROOT}/tests/corpus/run_corpus.sh build/bin {table} > corpus.log", cwd)
+    # A few cases quote what depends on the machine or on timing: the viewer's frame times and
+    # this machine's memory and thread counts.
+    text = open(table, encoding="utf-8").read().rstrip("\n")
+    return mark_timing(text, TIMED + [r"this machine's (" + NUM + r" [KMGT]iB)",
+                                      r"the (\d+) hardware threads", r"rank (\d+): could not start",
+                                      r"(\d+) vertices", r"step time ms: (.*?)`",
+                                      r"rank (\d+): step \d+: loss is NaN"])
+
+
+def write_file(rel, text):
+    """A whole generated file, in the output root."""
+    path = picture(rel)  # recorded with the pictures: docs-check compares it as a file
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def lessons_files(cwd):
+    """docs/lessons/table.md (make lessons-table), docs/lessons/diffs/NN.diff (make lesson-diffs)
+    and docs/lessons/img/ (make lesson-figures)."""
+    out = os.path.join(cwd, "lessons-table")
+    os.makedirs(out, exist_ok=True)
+    names = ["01_data_parallel", "02_sharded_params", "03_sharded_grads", "04_sharded_optimizer",
+             "05_hybrid"]
+    jsons = []
+    for l in names:
+        extra = " --group 2" if l.startswith("05") else ""
+        run(f"build/bin/lesson_{l} --model small --steps 10 --ranks 4{extra} "
+            f"--json {out}/{l}.json > {out}/{l}.txt", cwd)
+        jsons.append(f"{out}/{l}.json")
+    table = run(f"python3 {ROOT}/lessons/tools/lessons_table.py 'make lessons-table' "
+                + " ".join(jsons), cwd)
+    write_file("docs/lessons/table.md", table)
+    for prev, l in zip(names, names[1:]):
+        p = subprocess.run(["diff", "-u", "--label", f"lessons/{prev}/main.cpp", "--label",
+                            f"lessons/{l}/main.cpp", os.path.join(ROOT, "lessons", prev, "main.cpp"),
+                            os.path.join(ROOT, "lessons", l, "main.cpp")],
+                           stdout=subprocess.PIPE, text=True)
+        write_file(f"docs/lessons/diffs/{l[:2]}.diff", p.stdout)
+    img = os.path.dirname(picture("docs/lessons/img/01_data_parallel.png"))
+    for n in ["02_schedule", "02_sharded_params", "03_sharded_grads", "04_sharded_optimizer",
+              "05_hybrid"]:
+        picture(f"docs/lessons/img/{n}.png")
+    run(f"/usr/bin/python3 {ROOT}/lessons/tools/draw_figures.py {img} > /dev/null", cwd)
+    return None
+
+
+def bench_report(cwd):
+    """docs/bench/report.md and its plots, rendered again from the measurements make bench and
+    make bench-peers left in docs/bench/data/ (bench/report.py), and fsdp.md's wrap-policy plot
+    (bench/wrap_report.py): the same data must give the same report and pictures."""
+    # report.py prints its own command line: run it as make bench does, from a root of its own
+    # that holds a copy of the data, so the page gets `bench/report.py docs/bench/data docs/bench`.
+    top = os.path.join(cwd, "bench-report")
+    shutil.rmtree(top, ignore_errors=True)
+    shutil.copytree(os.path.join(ROOT, "docs", "bench", "data"),
+                    os.path.join(top, "docs", "bench", "data"))
+    os.symlink(os.path.join(ROOT, "bench"), os.path.join(top, "bench"))
+    run("/usr/bin/python3 bench/report.py docs/bench/data docs/bench > /dev/null", top)
+    out = os.path.join(top, "docs", "bench")
+    for f in sorted(os.listdir(out)):
+        if f.endswith(".png"):
+            shutil.copyfile(os.path.join(out, f), picture(f"docs/bench/{f}"))
+        elif f == "report.md":
+            write_file("docs/bench/report.md", open(os.path.join(out, f), encoding="utf-8").read())
+    return None
+
+
+def wrap_sweep(cwd):
+    """docs/fsdp.md's wrap-policy table and plot, from the sweep make bench measured
+    (docs/bench/data/wrap.json, through bench/wrap_report.py), with when and under which load it
+    was measured and what its medians say (from the same data)."""
+    data = os.path.join(ROOT, "docs", "bench", "data")
+    png = picture("docs/img/wrap_sweep.png")
+    run(f"/usr/bin/python3 {ROOT}/bench/wrap_report.py {data}/wrap.json {cwd}/wrap.md {png} "
+        "> /dev/null", cwd)
+    table = open(os.path.join(cwd, "wrap.md"), encoding="utf-8").read().rstrip("\n")
+    ctx = json.load(open(os.path.join(data, "wrap.json"), encoding="utf-8"))["context"]
+    log = open(os.path.join(data, "run.log"), encoding="utf-8").read()
+    load = {k: re.search(rf"^load_{k} wrap (.*)$", log, re.M) for k in ("before", "after")}
+    cmd = re.search(r"^command wrap (.*)$", log, re.M)
+    rows = [[c.strip() for c in l.split("|")[1:-1]] for l in table.split("\n")[2:]]
+    # (preset, wrap, exposed ms median, tokens/s median), as the table prints them
+    med = [(r[0], r[1], r[7].split()[0], r[9].split()[0]) for r in rows]
+    before = load["before"].group(1) if load["before"] else "?"
+    after = load["after"].group(1) if load["after"] else "?"
+    lines = ["```", cmd.group(1) if cmd else "build/bin/bench_wrap ...",
+             f"/usr/bin/python3 bench/wrap_report.py docs/bench/data/wrap.json TABLE.md "
+             "docs/img/wrap_sweep.png", "```", "", table, "",
+             "![collectives, peak params_unsharded, exposed communication and tokens/s per wrap "
+             "policy](img/wrap_sweep.png)", "",
+             f"Measured by `make bench` on {ctx['date'][:10]} at {ctx['date'][11:16]} UTC on "
+             f"{ctx['num_cpus']} CPUs (load average {before} before the suite and {after} after, "
+             "docs/bench/data/run.log); 3 repetitions interleaved in random order: the table gives "
+             "the median and the range."]
+    for preset in ("small", "medium"):
+        mine = [m for m in med if m[0] == preset]
+        if not mine:
+            continue
+        most = max(mine, key=lambda m: float(m[2]))
+        least = min(mine, key=lambda m: float(m[2]))
+        fast = max(mine, key=lambda m: float(m[3]))
+        slow = min(mine, key=lambda m: float(m[3]))
+        lines.append(
+            f"On {preset}, {most[1]} exposed the most communication ({most[2]} ms per step) and "
+            f"{least[1]} the least ({least[2]} ms); tokens/s ranged from {slow[3]} ({slow[1]}) "
+            f"to {fast[3]} ({fast[1]}).")
+    return "\n".join(lines[:-2] + ["", " ".join(lines[-2:])])
+
+
+def layers_svg(cwd):
+    """docs/img/layers.svg, docs/design.md's picture of the layers (docs/layers_svg.py)."""
+    run(f"python3 {ROOT}/docs/layers_svg.py {picture('docs/img/layers.svg')}", cwd)
+    return None
+
+
+# ---- the table ---------------------------------------------------------------------------------
+
+class Figure:
+    """A figure: `make(cwd)` returns the block for `pages` (between the page's NAME markers;
+    `marker` when the markers have another name), or None when it writes whole files and pictures
+    only. `slow`: minutes, run only with --slow."""
+
+    def __init__(self, name, pages, make, slow=False, marker=None):
+        self.name, self.pages, self.make, self.slow = name, pages, make, slow
+        self.marker = marker or "figure:" + name
+
+
+FIGURES = [Figure(*row) for row in [
+    ("demo", ["README.md", "docs/fsdp.md"], demo_table),
+    ("lesson01", ["docs/lessons/01_data_parallel.md"], lesson_output(1, "data_parallel")),
+    ("lesson02", ["docs/lessons/02_sharded_params.md"], lesson_output(2, "sharded_params")),
+    ("lesson03", ["docs/lessons/03_sharded_grads.md"], lesson_output(3, "sharded_grads")),
+    ("lesson04", ["docs/lessons/04_sharded_optimizer.md"], lesson_output(4, "sharded_optimizer")),
+    ("lesson05", ["docs/lessons/05_hybrid.md"], lesson_output(5, "hybrid")),
+    ("lesson05-steps20", ["docs/lessons/05_hybrid.md"], lesson5_twenty_steps),
+    ("lesson05-steps60", ["docs/lessons/05_hybrid.md"], lesson5_sixty_steps),
+    ("lesson02-viewer", ["docs/lessons/02_sharded_params.md"], viewer_pictures("lesson02")),
+    ("lesson06-train", ["docs/lessons/06_from_lessons_to_core.md"], lesson6_train),
+    ("lesson06-viewer", ["docs/lessons/06_from_lessons_to_core.md"], viewer_pictures("lesson06")),
+    ("plan-tiny", ["docs/lessons/06_from_lessons_to_core.md"], plan_tiny),
+    ("lessons-files", [], lessons_files),
+    ("data-loss", ["docs/data.md"], data_table, True),
+    ("summary-tiny", ["docs/observability.md"], summary_tiny),
+    ("summary-compare", ["docs/collectives.md"], summary_compare),
+    ("reliability-slow", ["docs/reliability.md"], reliability_slow),
+    ("corpus", ["docs/reliability.md"], corpus_table, False, "corpus"),
+    ("viewer-tour", ["docs/viewer-tour.md"], viewer_tour),
+    ("viewer-step", ["docs/viewer.md"], viewer_pictures("step")),
+    ("viewer-compare", ["docs/viewer.md"], viewer_pictures("compare")),
+    ("viewer-live", ["docs/viewer.md"], viewer_pictures("live")),
+    ("bench-explained", ["docs/bench/README.md"], bench_explained),
+    ("bench-report", [], bench_report),
+    ("offload-small", ["docs/fsdp.md"], offload_small),
+    ("wrap-sweep", ["docs/fsdp.md"], wrap_sweep),
+    ("simulate-7b", ["docs/simulate.md"], simulate_7b),
+    ("simulate-table", ["docs/simulate.md"], simulate_table),
+    ("plan-zero", ["docs/memory.md"], plan_output(PLAN_ZERO)),
+    ("plan-article", ["docs/memory.md"], plan_output(PLAN_ARTICLE)),
+    ("plan-7b-a100", ["docs/memory.md"], plan_7b_a100),
+    ("plan-speed", ["docs/memory.md"], plan_speed),
+    ("plan-offload-tiny", ["docs/memory.md"], plan_offload_tiny),
+    ("choosing-bandwidth", ["docs/choosing.md"], choosing("bandwidth")),
+    ("choosing-memory", ["docs/choosing.md"], choosing("memory")),
+    ("choosing-7b", ["docs/choosing.md"], choosing("recommend")),
+    ("layers", [], layers_svg),
+]]
+BY_NAME = {f.name: f for f in FIGURES}
+
+
+def scratch_dir(build):
+    """BUILD/docs-figures/ with build/ and data/ linked in it."""
+    scratch = os.path.join(build, "docs-figures")
+    os.makedirs(scratch, exist_ok=True)
+    for name, target in (("build", build), ("data", os.path.join(ROOT, "data"))):
+        link = os.path.join(scratch, name)
+        if not os.path.lexists(link):
+            os.symlink(target, link)
+    return scratch
+
+
+def make_figure(fig, scratch):
+    """Runs one figure's maker; returns its block (marked), or None for a file figure."""
+    print(f"{fig.name}:", flush=True)
+    t0 = time.time()
+    block = fig.make(scratch)
+    print(f"  ({time.time() - t0:.0f} s)", flush=True)
+    return block
+
+
+def splice(page, marker, block, scratch):
+    """Writes `block` (its timing marks removed) between the page's markers."""
+    body = os.path.join(scratch, marker.replace(":", "_") + ".md")
+    with open(body, "w", encoding="utf-8") as f:
+        f.write(strip_marks(block) + "\n")
+    subprocess.run([sys.executable, SPLICE, page, body, marker], check=True)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build", help="the build directory (default build)")
     ap.add_argument("--slow", action="store_true", help="also the figures that take minutes")
-    ap.add_argument("names", nargs="*", help=f"figures to regenerate: {', '.join(FIGURES)}")
+    ap.add_argument("--list", action="store_true", help="list the figures and their pages")
+    ap.add_argument("names", nargs="*", help="figures to regenerate (default: all)")
     a = ap.parse_args()
-    unknown = [n for n in a.names if n not in FIGURES]
+    if a.list:
+        for f in FIGURES:
+            print(f"{f.name:20} {'(slow) ' if f.slow else ''}{', '.join(f.pages) or '(files)'}")
+        return
+    unknown = [n for n in a.names if n not in BY_NAME]
     if unknown:
-        sys.exit(f"docs/figures.py: unknown figure {unknown}; known: {', '.join(FIGURES)}")
-    build = os.path.abspath(os.path.join(ROOT, a.build))
-    scratch = os.path.join(build, "docs-figures")
-    os.makedirs(scratch, exist_ok=True)
-    link = os.path.join(scratch, "build")
-    if not os.path.islink(link):
-        os.symlink(build, link)
-    if not os.path.exists(os.path.join(scratch, "data")):
-        os.symlink(os.path.join(ROOT, "data"), os.path.join(scratch, "data"))
-    names = a.names or [n for n, f in FIGURES.items() if a.slow or not f[2]]
-    for name in names:
-        pages, make, _ = FIGURES[name]
-        print(f"{name}:", flush=True)
-        t0 = time.time()
-        block = make(scratch)
-        body = os.path.join(scratch, name + ".md")
-        with open(body, "w", encoding="utf-8") as f:
-            f.write(block + "\n")
-        for page in pages:
-            subprocess.run([sys.executable, SPLICE, os.path.join(ROOT, page), body,
-                            "figure:" + name], check=True)
-        print(f"  ({time.time() - t0:.0f} s)")
+        sys.exit(f"docs/figures.py: unknown figure {unknown}; known: {', '.join(BY_NAME)}")
+    scratch = scratch_dir(os.path.abspath(os.path.join(ROOT, a.build)))
+    figs = [BY_NAME[n] for n in a.names] if a.names else [f for f in FIGURES
+                                                         if a.slow or not f.slow]
+    assert output_root() == ROOT
+    for fig in figs:
+        block = make_figure(fig, scratch)
+        for page in fig.pages:
+            if block is not None:
+                splice(os.path.join(ROOT, page), fig.marker, block, scratch)
 
 
 if __name__ == "__main__":

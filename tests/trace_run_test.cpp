@@ -613,3 +613,148 @@ TEST(TraceSummary, PrintsTablesAndFailsOnMissingRun) {
   EXPECT_EQ(print_summary((dir / "nope").string(), none), 1);
   if (!std::getenv("SHARDLAB_KEEP_TEST_RUNS")) fs::remove_all(dir);
 }
+
+// ---- per step, and runs compared (shardlab summary) ---------------------------------------------
+
+namespace {
+
+// A synthetic run of `steps` steps of 1000 ns on `n` ranks, in the schedule of the TraceRun test:
+// compute [0, 400) and [500, 900), an all-gather [350, 550) and a reduce-scatter [850, 1000) per
+// step (comm 350 ns, 200 exposed), each step event at the step's end. `waits[s][r]`: rank r's
+// wait in step s (exact, on every comm span's first), none when empty. `gather` scales the
+// all-gather's bytes and sent.
+RunData synthetic_steps(int n, int steps, const std::vector<std::vector<int64_t>>& waits = {},
+                        int64_t gather = 1) {
+  RunData run;
+  run.dir = "synthetic";
+  run.meta = {{"strategy", "full_shard"}, {"world_size", n}, {"model", {{"num_params", 1000}}}};
+  run.ranks.resize(n);
+  for (int r = 0; r < n; ++r) {
+    RankTrace& rt = run.ranks[r];
+    for (int s = 0; s < steps; ++s) {
+      const int64_t b = 1000 * s;
+      SpanEvent ag{Lane::comm, "all_gather", 1, 4000 * gather, DType::f32, b + 350,
+                   b + 350,    b + 550,      -1};
+      ag.sent = 3000 * gather;
+      if (!waits.empty()) ag.wait_ns = waits[s][r];
+      SpanEvent rs{Lane::comm, "reduce_scatter", 1,        4000, DType::f32,
+                   b + 850,    b + 850,          b + 1000, -1};
+      rs.sent = 3000;
+      if (!waits.empty()) rs.wait_ns = 0;
+      rt.spans.push_back({Lane::compute, "forward", 1, 0, DType::f32, b, b, b + 400, -1});
+      rt.spans.push_back(ag);
+      rt.spans.push_back(
+          {Lane::compute, "backward", 1, 0, DType::f32, b + 500, b + 500, b + 900, -1});
+      rt.spans.push_back(rs);
+      rt.steps.push_back({b + 1000, s + 1, 2.0, 64, 1e-6});
+    }
+  }
+  return run;
+}
+
+// The text with every run of spaces as one: tables compared without their column widths.
+std::string squash(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    if (c != ' ' || out.empty() || out.back() != ' ') out += c;
+  return out;
+}
+
+}  // namespace
+
+TEST(TraceSummary, PerStepFiguresAreMeansOverTheMeasuredSteps) {
+  // 5 steps: the first is left out as warm-up; each measured step has comm 350 ns, 200 exposed,
+  // compute 800 ns on every rank. The run totals count all 5.
+  const RunSummary s = compute_summary(synthetic_steps(2, 5));
+  for (const RankSummary& r : s.ranks) {
+    EXPECT_EQ(r.measured_steps, 4);
+    EXPECT_DOUBLE_EQ(r.compute_ns_per_step, 800);
+    EXPECT_DOUBLE_EQ(r.comm_ns_per_step, 350);
+    EXPECT_DOUBLE_EQ(r.exposed_comm_ns_per_step, 200);
+    EXPECT_EQ(r.comm_ns, 5 * 350);
+  }
+  EXPECT_DOUBLE_EQ(s.comm_ns_per_step, 350);
+  EXPECT_DOUBLE_EQ(s.exposed_comm_ns_per_step, 200);
+  const nlohmann::json j = summary_to_json(s);
+  EXPECT_DOUBLE_EQ(j.at("comm_per_step_per_rank").at("calls").get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(j.at("comm_per_step_per_rank").at("sent").get<double>(), 6000.0);
+  EXPECT_DOUBLE_EQ(j.at("ranks").at(1).at("per_step").at("exposed_comm_ns").get<double>(), 200);
+
+  // The table: per step where the heading says per step (one call of each op per step and rank),
+  // and the run totals labelled as totals.
+  std::ostringstream os;
+  print_summary_table(s, nlohmann::json::object(), os);
+  const std::string t = squash(os.str());
+  for (const char* want :
+       {"communication per step and rank (the run's sums / 5 steps / 2 ranks;",
+        "\nall_gather f32 1 2.93 KiB 3.91 KiB\n", "\ntotal 2 5.86 KiB 7.81 KiB\n",
+        "\nrun totals, all ranks and steps: 20 calls, sent 58.59 KiB, buffer 78.12 KiB\n",
+        "\ntime per step and rank (mean over the 4 measured steps;", "\n0 0.001 0.000 0.000 57.1\n",
+        "\nexposed comm 57.1% of comm time: 0.000 of 0.000 ms per step and rank"})
+    EXPECT_NE(t.find(want), std::string::npos) << want << "\n" << t;
+}
+
+TEST(TraceSummary, ComparisonGivesPerStepBytesAndTheirRatios) {
+  // The second run's all-gather moves twice the bytes: 3000 + 3000 against 6000 + 3000 sent per
+  // step and rank, 1.50x; buffers 8000 against 12000, 1.50x.
+  const RunData a = synthetic_steps(2, 4), b = synthetic_steps(2, 4, {}, 2);
+  std::ostringstream os;
+  print_summary_comparison({"runs/a", "runs/b"}, {compute_summary(a), compute_summary(b)},
+                           {a.meta, b.meta}, os);
+  const std::string t = squash(os.str());
+  EXPECT_NE(t.find("\nper step and rank:\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("\n all_gather sent per rank 2.93 KiB 5.86 KiB\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("\nruns/b against runs/a, per step and rank: sent per rank 1.50x, buffer 1.50x"),
+            std::string::npos)
+      << t;
+}
+
+TEST(Stragglers, NamedOnlyBeyondTheRunsNoise) {
+  // Rank 1 arrives last in every step and the others wait ~300 ns for it: named, lead 300.
+  {
+    const RunData run = synthetic_steps(
+        3, 6,
+        {{9, 0, 9}, {300, 0, 310}, {290, 5, 300}, {310, 0, 305}, {300, 2, 296}, {295, 0, 300}});
+    const Straggler g = compute_summary(run).stragglers.straggler;
+    EXPECT_EQ(g.rank, 1);
+    EXPECT_EQ(g.steps, 5);  // the warm-up step left out
+    EXPECT_TRUE(g.named()) << g.lead_ns << " " << g.threshold_ns;
+    EXPECT_NEAR(g.lead_ns, 299, 5);
+  }
+  // A real straggler's lead swings with its own slowness (here 90 to 230 ns, spread 59 ns): its
+  // median, 160 ns, stands 4.8 standard errors (33 ns) above zero: named.
+  {
+    const RunData run =
+        synthetic_steps(2, 6, {{9, 0}, {120, 0}, {200, 0}, {160, 0}, {90, 0}, {230, 0}});
+    const Straggler g = compute_summary(run).stragglers.straggler;
+    EXPECT_EQ(g.rank, 1);
+    EXPECT_NEAR(g.lead_ns, 160, 1e-6);
+    EXPECT_NEAR(g.noise_ns, 1.4826 * 40, 1e-6);
+    EXPECT_NEAR(g.error_ns, 1.2533 * 1.4826 * 40 / std::sqrt(5.0), 1e-6);
+    EXPECT_TRUE(g.named()) << g.lead_ns << " " << g.threshold_ns;
+  }
+  // The rank that waits least changes from step to step: some rank always waits least, but the
+  // lead of the one that waited least overall swings around zero: none named.
+  {
+    const RunData run = synthetic_steps(
+        3, 6,
+        {{0, 0, 0}, {300, 0, 200}, {0, 300, 250}, {250, 300, 0}, {0, 280, 300}, {310, 0, 260}});
+    const Straggler g = compute_summary(run).stragglers.straggler;
+    EXPECT_GE(g.rank, 0);
+    EXPECT_FALSE(g.named()) << g.lead_ns << " " << g.threshold_ns;
+    std::ostringstream os;
+    print_stragglers(compute_summary(run).stragglers, os);
+    EXPECT_NE(os.str().find("straggler: none beyond this run's noise"), std::string::npos)
+        << os.str();
+    EXPECT_EQ(os.str().find("lead by step"), std::string::npos) << os.str();
+  }
+  // A steady lead of 20 ns in steps of 1000 ns: under 5% of the step, not named.
+  {
+    const RunData run =
+        synthetic_steps(2, 6, {{0, 0}, {20, 0}, {20, 0}, {21, 0}, {20, 0}, {19, 0}});
+    const Straggler g = compute_summary(run).stragglers.straggler;
+    EXPECT_EQ(g.rank, 1);
+    EXPECT_NEAR(g.threshold_ns, 0.05 * 1000, 1e-6);
+    EXPECT_FALSE(g.named());
+  }
+}

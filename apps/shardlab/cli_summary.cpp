@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "apps/shardlab/cli.hpp"
 #include "core/trace/summary.hpp"
@@ -24,16 +25,21 @@ CliCommand add_directory_command(CLI::App& app, const std::string& name,
 }
 
 CliCommand add_summary_command(CLI::App& app) {
-  CliCommand c = add_directory_command(
-      app, "summary",
+  auto dirs = std::make_shared<std::vector<std::string>>();
+  CLI::App* cmd = app.add_subcommand(
+      "summary",
       "print a run directory's summary: step times, tokens/s, memory by category per rank, "
-      "communication by op",
-      "run_dir", "the run directory (e.g. runs/full_shard-n4-20250101-120000)",
-      [](const std::string& dir) { return print_summary(dir, std::cout); });
-  c.app->footer(
+      "communication per step by op, waits for other ranks; with several run directories, the "
+      "runs side by side per step and rank, and each against the first");
+  cmd->add_option("run_dir", *dirs,
+                  "run directories (e.g. runs/full_shard-n4-20250101-120000); two or more: "
+                  "compared, the first is the reference")
+      ->required();
+  cmd->footer(
       "\nA run still going (or killed) is summarized from what its files hold so far.\n"
+      "Figures under a \"per step\" heading are per step (means); run totals say so.\n"
       "Definitions: docs/observability.md \"Summary\".\n");
-  return c;
+  return {cmd, [dirs] { return print_summaries(*dirs, std::cout); }};
 }
 
 }  // namespace shardlab

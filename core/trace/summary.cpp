@@ -107,7 +107,12 @@ CommStat comm_total(const std::vector<CommStat>& v) {
 
 namespace {
 
-RankSummary summarize_rank(int rank, const RankTrace& rt) {
+// The compute and comm intervals of one step of a rank (the spans that start in it).
+struct StepLengths {
+  std::vector<Interval> compute, comm;
+};
+
+RankSummary summarize_rank(int rank, const RankTrace& rt, int warmup_step) {
   RankSummary r;
   r.rank = rank;
   r.steps = static_cast<int>(rt.steps.size());
@@ -135,11 +140,32 @@ RankSummary summarize_rank(int rank, const RankTrace& rt) {
     }
   }
 
+  // Step windows: step k holds the spans that start at or after step k-1's event and before step
+  // k's own.
+  std::vector<int64_t> step_ends;
+  for (const StepEvent& e : rt.steps) step_ends.push_back(e.t);
+  std::sort(step_ends.begin(), step_ends.end());
+  std::vector<int> step_numbers(step_ends.size(), 0);
+  {
+    std::vector<StepEvent> sorted = rt.steps;
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const StepEvent& a, const StepEvent& b) { return a.t < b.t; });
+    for (size_t k = 0; k < sorted.size(); ++k) step_numbers[k] = sorted[k].step;
+  }
+  std::vector<StepLengths> in_step(step_ends.size());
+  auto window = [&](int64_t t) -> StepLengths* {
+    const size_t k = static_cast<size_t>(std::upper_bound(step_ends.begin(), step_ends.end(), t) -
+                                         step_ends.begin());
+    if (k == step_ends.size() || step_numbers[k] == warmup_step) return nullptr;
+    return &in_step[k];
+  };
+
   std::vector<Interval> compute, comm, copy;
   std::map<CommKey, CommStat> by_op;
   for (const SpanEvent& s : rt.spans) {
     if (s.lane == Lane::compute) {
       compute.emplace_back(s.t_start, s.t_end);
+      if (StepLengths* w = window(s.t_start)) w->compute.emplace_back(s.t_start, s.t_end);
       continue;
     }
     if (s.lane == Lane::copy) {
@@ -148,6 +174,7 @@ RankSummary summarize_rank(int rank, const RankTrace& rt) {
       continue;
     }
     comm.emplace_back(s.t_start, s.t_end);
+    if (StepLengths* w = window(s.t_start)) w->comm.emplace_back(s.t_start, s.t_end);
     CommStat& c = by_op[{s.op, s.dtype}];
     c.op = s.op;
     c.dtype = s.dtype;
@@ -164,6 +191,23 @@ RankSummary summarize_rank(int rank, const RankTrace& rt) {
   r.exposed_comm_fraction =
       r.comm_ns > 0 ? static_cast<double>(r.exposed_comm_ns) / static_cast<double>(r.comm_ns) : 0.0;
   r.comm = comm_stats(by_op, r.steps);
+
+  // Per step: the mean of each measured step's lengths.
+  double comp = 0, com = 0, exposed = 0;
+  for (size_t k = 0; k < in_step.size(); ++k) {
+    if (step_numbers[k] == warmup_step) continue;
+    const std::vector<Interval> cu = interval_union(std::move(in_step[k].compute));
+    const std::vector<Interval> mu = interval_union(std::move(in_step[k].comm));
+    comp += static_cast<double>(total_length(cu));
+    com += static_cast<double>(total_length(mu));
+    exposed += static_cast<double>(length_not_covered(mu, cu));
+    ++r.measured_steps;
+  }
+  if (r.measured_steps > 0) {
+    r.compute_ns_per_step = comp / r.measured_steps;
+    r.comm_ns_per_step = com / r.measured_steps;
+    r.exposed_comm_ns_per_step = exposed / r.measured_steps;
+  }
   return r;
 }
 
@@ -178,9 +222,13 @@ RunSummary compute_summary(const RunData& run) {
     int64_t tokens = 0;
   };
   std::map<int, StepAcc> steps;  // by step number
+  for (const RankTrace& rt : run.ranks)
+    for (const StepEvent& e : rt.steps) steps[e.step];
+  // The warm-up step, left out of every per-step mean when there are more than 2 steps.
+  const int warmup_step = steps.size() > 2 ? steps.begin()->first : INT_MIN;
   std::map<CommKey, CommStat> by_op;
   for (size_t r = 0; r < run.ranks.size(); ++r) {
-    RankSummary rs = summarize_rank(static_cast<int>(r), run.ranks[r]);
+    RankSummary rs = summarize_rank(static_cast<int>(r), run.ranks[r], warmup_step);
     s.comm_ns = sat_add(s.comm_ns, rs.comm_ns);
     s.exposed_comm_ns = sat_add(s.exposed_comm_ns, rs.exposed_comm_ns);
     for (const CommStat& c : rs.comm) {
@@ -201,6 +249,17 @@ RunSummary compute_summary(const RunData& run) {
   s.exposed_comm_fraction =
       s.comm_ns > 0 ? static_cast<double>(s.exposed_comm_ns) / static_cast<double>(s.comm_ns) : 0.0;
   s.comm = comm_stats(by_op, static_cast<int>(steps.size()));
+  int measured_ranks = 0;
+  for (const RankSummary& r : s.ranks) {
+    if (r.measured_steps == 0) continue;
+    s.comm_ns_per_step += r.comm_ns_per_step;
+    s.exposed_comm_ns_per_step += r.exposed_comm_ns_per_step;
+    ++measured_ranks;
+  }
+  if (measured_ranks > 0) {
+    s.comm_ns_per_step /= measured_ranks;
+    s.exposed_comm_ns_per_step /= measured_ranks;
+  }
 
   StepTimeStats& st = s.step_time;
   st.steps = static_cast<int>(steps.size());
@@ -271,13 +330,17 @@ json summary_to_json(const RunSummary& s) {
   j["tokens_per_s"] = s.tokens_per_s;
   j["exposed_comm"] = {{"comm_ns", s.comm_ns},
                        {"exposed_ns", s.exposed_comm_ns},
-                       {"fraction", s.exposed_comm_fraction}};
+                       {"fraction", s.exposed_comm_fraction},
+                       {"comm_ns_per_step_per_rank", s.comm_ns_per_step},
+                       {"exposed_ns_per_step_per_rank", s.exposed_comm_ns_per_step}};
   j["comm"] = comm_json(s.comm);
-  // All ops together, per step and per rank: the two figures `shardlab summary` totals.
+  // All ops together, per step and per rank: the figures of `shardlab summary`'s total row.
   {
     const CommStat t = comm_total(s.comm);
     const double ranks = s.world_size > 0 ? s.world_size : 1;
+    const double steps = s.step_time.steps > 0 ? s.step_time.steps : 1;
     j["comm_per_step_per_rank"] = {
+        {"calls", static_cast<double>(t.calls) / steps / ranks},
         {"sent", t.sent >= 0 ? json(t.sent_per_step / ranks) : json(nullptr)},
         {"buffer", t.bytes_per_step / ranks}};
   }
@@ -292,6 +355,11 @@ json summary_to_json(const RunSummary& s) {
                      {"comm_ns", r.comm_ns},
                      {"exposed_comm_ns", r.exposed_comm_ns},
                      {"exposed_comm_fraction", r.exposed_comm_fraction},
+                     {"per_step",
+                      {{"measured_steps", r.measured_steps},
+                       {"compute_ns", r.compute_ns_per_step},
+                       {"comm_ns", r.comm_ns_per_step},
+                       {"exposed_comm_ns", r.exposed_comm_ns_per_step}}},
                      {"comm", comm_json(r.comm)}});
   for (size_t k = 0; k < s.ranks.size(); ++k) {
     const RankSummary& r = s.ranks[k];
@@ -391,9 +459,18 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
   std::snprintf(buf, sizeof buf, "tokens/s %.1f   tokens/step %.1f (all ranks)\n", s.tokens_per_s,
                 s.tokens_per_step);
   os << buf;
-  std::snprintf(buf, sizeof buf,
-                "exposed comm %.1f%% of %.3f ms comm time (summed over ranks; %.3f ms exposed)\n\n",
-                100.0 * s.exposed_comm_fraction, s.comm_ns * 1e-6, s.exposed_comm_ns * 1e-6);
+  if (s.comm_ns_per_step > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "exposed comm %.1f%% of comm time: %.3f of %.3f ms per step and rank (mean over "
+                  "the measured steps and the ranks)\n\n",
+                  100.0 * s.exposed_comm_ns_per_step / s.comm_ns_per_step,
+                  s.exposed_comm_ns_per_step * 1e-6, s.comm_ns_per_step * 1e-6);
+  } else {  // no measured step holds a span (a run of two steps, or spans outside the steps)
+    std::snprintf(buf, sizeof buf,
+                  "exposed comm %.1f%% of comm time: %.3f of %.3f ms, run totals summed over the "
+                  "ranks\n\n",
+                  100.0 * s.exposed_comm_fraction, s.exposed_comm_ns * 1e-6, s.comm_ns * 1e-6);
+  }
   os << buf;
 
   print_mem_table("peak by category", s, false, os);
@@ -426,41 +503,77 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
   }
 
   // The two measures of core/comm/traffic.hpp, labelled as every report labels them: "sent per
-  // rank" (ring traffic, what one rank sends) and "buffer" (the collective's full size).
-  os << "communication per step per rank (sent per rank = the bytes one rank sends, ring traffic; "
-        "buffer = the collective's full size, nccl-tests' convention)\n";
-  std::snprintf(buf, sizeof buf, "%-16s %-5s %8s %16s %16s\n", "op", "dtype", "calls",
+  // rank" (ring traffic, what one rank sends) and "buffer" (the collective's full size). Per step
+  // and rank: the run's sums divided by its steps (every step moves the same bytes) and ranks.
+  const int steps = s.step_time.steps > 0 ? s.step_time.steps : 1;
+  const double ranks = s.world_size > 0 ? s.world_size : 1;
+  std::snprintf(buf, sizeof buf,
+                "communication per step and rank (the run's sums / %d step%s / %d rank%s; sent "
+                "per rank = the bytes one rank sends, ring traffic; buffer = the collective's full "
+                "size, nccl-tests' convention)\n",
+                steps, steps == 1 ? "" : "s", s.world_size, s.world_size == 1 ? "" : "s");
+  os << buf;
+  std::snprintf(buf, sizeof buf, "%-16s %-5s %10s %16s %16s\n", "op", "dtype", "calls/step",
                 "sent per rank", "buffer");
   os << buf;
-  const double ranks = s.world_size > 0 ? s.world_size : 1;
   auto sent_text = [&](const CommStat& c) {
     return c.sent >= 0 ? format_bytes(std::llround(c.sent_per_step / ranks)) : std::string("-");
   };
+  auto calls_text = [&](int64_t calls) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.4g", static_cast<double>(calls) / steps / ranks);
+    return std::string(b);
+  };
   for (const CommStat& c : s.comm) {
-    std::snprintf(buf, sizeof buf, "%-16s %-5s %8lld %16s %16s\n", c.op.c_str(),
-                  dtype_name(c.dtype), static_cast<long long>(c.calls), sent_text(c).c_str(),
+    std::snprintf(buf, sizeof buf, "%-16s %-5s %10s %16s %16s\n", c.op.c_str(), dtype_name(c.dtype),
+                  calls_text(c.calls).c_str(), sent_text(c).c_str(),
                   format_bytes(std::llround(c.bytes_per_step / ranks)).c_str());
     os << buf;
   }
+  const CommStat total = comm_total(s.comm);
   if (s.comm.size() > 1) {
-    const CommStat t = comm_total(s.comm);
-    std::snprintf(buf, sizeof buf, "%-16s %-5s %8lld %16s %16s\n", "total", "",
-                  static_cast<long long>(t.calls), sent_text(t).c_str(),
-                  format_bytes(std::llround(t.bytes_per_step / ranks)).c_str());
+    std::snprintf(buf, sizeof buf, "%-16s %-5s %10s %16s %16s\n", "total", "",
+                  calls_text(total.calls).c_str(), sent_text(total).c_str(),
+                  format_bytes(std::llround(total.bytes_per_step / ranks)).c_str());
     os << buf;
   }
-  if (s.comm.empty()) os << "(no collectives recorded)\n";
+  if (s.comm.empty()) {
+    os << "(no collectives recorded)\n";
+  } else {
+    std::snprintf(buf, sizeof buf,
+                  "run totals, all ranks and steps: %lld calls, sent %s, buffer %s\n",
+                  static_cast<long long>(total.calls),
+                  total.sent >= 0 ? format_bytes(total.sent).c_str() : "-",
+                  format_bytes(total.bytes).c_str());
+    os << buf;
+  }
   os << "\n";
 
-  std::snprintf(buf, sizeof buf, "%-5s %12s %12s %12s %10s\n", "rank", "compute ms", "comm ms",
-                "exposed ms", "exposed %");
+  int measured = 0;
+  for (const RankSummary& r : s.ranks) measured = std::max(measured, r.measured_steps);
+  std::snprintf(buf, sizeof buf,
+                "time per step and rank (mean over the %d measured step%s; exposed = comm with "
+                "no compute on the rank)\n",
+                measured, measured == 1 ? "" : "s");
+  os << buf;
+  std::snprintf(buf, sizeof buf, "%-5s %16s %16s %16s %10s\n", "rank", "compute ms/step",
+                "comm ms/step", "exposed ms/step", "exposed %");
   os << buf;
   for (const RankSummary& r : s.ranks) {
-    std::snprintf(buf, sizeof buf, "%-5d %12.3f %12.3f %12.3f %10.1f\n", r.rank,
-                  r.compute_ns * 1e-6, r.comm_ns * 1e-6, r.exposed_comm_ns * 1e-6,
-                  100.0 * r.exposed_comm_fraction);
+    std::snprintf(
+        buf, sizeof buf, "%-5d %16.3f %16.3f %16.3f %10.1f\n", r.rank, r.compute_ns_per_step * 1e-6,
+        r.comm_ns_per_step * 1e-6, r.exposed_comm_ns_per_step * 1e-6,
+        r.comm_ns_per_step > 0 ? 100.0 * r.exposed_comm_ns_per_step / r.comm_ns_per_step : 0.0);
     os << buf;
   }
+  int64_t compute_total = 0;
+  for (const RankSummary& r : s.ranks) compute_total = sat_add(compute_total, r.compute_ns);
+  std::snprintf(buf, sizeof buf,
+                "run totals, all ranks and steps: compute %.3f ms, comm %.3f ms, exposed %.3f ms "
+                "(%.1f%%)\n",
+                compute_total * 1e-6, s.comm_ns * 1e-6, s.exposed_comm_ns * 1e-6,
+                100.0 * s.exposed_comm_fraction);
+  os << buf;
   if (!s.stragglers.empty()) {
     os << "\n";
     print_stragglers(s.stragglers, os);
@@ -478,6 +591,128 @@ int print_summary(const std::string& run_dir, std::ostream& os) {
     std::cerr << "shardlab summary: " << e.what() << "\n";
     return 1;
   }
+}
+
+// ---- several runs side by side ------------------------------------------------------------------
+
+void print_summary_comparison(const std::vector<std::string>& names,
+                              const std::vector<RunSummary>& runs, const std::vector<json>& metas,
+                              std::ostream& os) {
+  const size_t n = runs.size();
+  // Each column is as wide as its run's name, at least 16.
+  std::vector<int> width(n, 16);
+  for (size_t i = 0; i < n; ++i) width[i] = std::max<int>(16, static_cast<int>(names[i].size()));
+  char buf[256];
+  auto row = [&](const std::string& label, auto&& cell) {
+    std::snprintf(buf, sizeof buf, "%-30s", label.c_str());
+    os << buf;
+    for (size_t i = 0; i < n; ++i) {
+      std::snprintf(buf, sizeof buf, "  %*s", width[i], cell(i).c_str());
+      os << buf;
+    }
+    os << "\n";
+  };
+  auto num = [](const char* f, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, f, v);
+    return std::string(b);
+  };
+  auto per_rank_step = [&](size_t i, double v) {
+    const double steps = runs[i].step_time.steps > 0 ? runs[i].step_time.steps : 1;
+    const double ranks = runs[i].world_size > 0 ? runs[i].world_size : 1;
+    return v / steps / ranks;
+  };
+  row("", [&](size_t i) { return names[i]; });
+  row("strategy", [&](size_t i) { return meta_str(metas[i], "strategy"); });
+  row("ranks", [&](size_t i) { return std::to_string(runs[i].world_size); });
+  row("parameters", [&](size_t i) {
+    const auto m = metas[i].find("model");
+    return m != metas[i].end() && m->is_object() ? meta_str(*m, "num_params") : std::string("?");
+  });
+  row("steps (measured)", [&](size_t i) {
+    return std::to_string(runs[i].step_time.steps) + " (" +
+           std::to_string(runs[i].step_time.measured) + ")";
+  });
+  row("step time ms, median",
+      [&](size_t i) { return num("%.3f", runs[i].step_time.median_s * 1e3); });
+  row("tokens/s (all ranks)", [&](size_t i) { return num("%.1f", runs[i].tokens_per_s); });
+  row("peak memory, largest rank", [&](size_t i) {
+    int64_t p = 0;
+    for (const RankSummary& r : runs[i].ranks) p = std::max(p, r.peak_total);
+    return format_bytes(p);
+  });
+  os << "per step and rank:\n";
+  std::vector<std::string> ops;
+  for (const RunSummary& s : runs)
+    for (const CommStat& c : s.comm)
+      if (std::find(ops.begin(), ops.end(), c.op) == ops.end()) ops.push_back(c.op);
+  std::sort(ops.begin(), ops.end());
+  for (const std::string& op : ops) {
+    row("  " + op + " sent per rank", [&](size_t i) {
+      double sent = 0;
+      bool any = false, unknown = false;
+      for (const CommStat& c : runs[i].comm)
+        if (c.op == op) {
+          any = true;
+          unknown = unknown || c.sent < 0;
+          sent += static_cast<double>(c.sent);
+        }
+      if (!any) return std::string("-");
+      if (unknown) return std::string("?");
+      return format_bytes(std::llround(per_rank_step(i, sent)));
+    });
+  }
+  auto sent_of = [&](size_t i) {
+    const CommStat t = comm_total(runs[i].comm);
+    return t.sent >= 0 ? per_rank_step(i, static_cast<double>(t.sent)) : -1.0;
+  };
+  auto buffer_of = [&](size_t i) {
+    return per_rank_step(i, static_cast<double>(comm_total(runs[i].comm).bytes));
+  };
+  row("  calls", [&](size_t i) {
+    return num("%.4g", per_rank_step(i, static_cast<double>(comm_total(runs[i].comm).calls)));
+  });
+  row("  sent per rank, all ops", [&](size_t i) {
+    return sent_of(i) >= 0 ? format_bytes(std::llround(sent_of(i))) : std::string("?");
+  });
+  row("  buffer, all ops", [&](size_t i) { return format_bytes(std::llround(buffer_of(i))); });
+  row("  comm ms", [&](size_t i) { return num("%.3f", runs[i].comm_ns_per_step * 1e-6); });
+  row("  exposed comm ms",
+      [&](size_t i) { return num("%.3f", runs[i].exposed_comm_ns_per_step * 1e-6); });
+  for (size_t i = 1; i < n; ++i) {
+    auto ratio = [](double a, double b) {
+      char r[32];
+      if (a < 0 || b <= 0) return std::string("-");
+      std::snprintf(r, sizeof r, "%.2fx", a / b);
+      return std::string(r);
+    };
+    int64_t p0 = 0, pi = 0;
+    for (const RankSummary& r : runs[0].ranks) p0 = std::max(p0, r.peak_total);
+    for (const RankSummary& r : runs[i].ranks) pi = std::max(pi, r.peak_total);
+    os << names[i] << " against " << names[0] << ", per step and rank: sent per rank "
+       << ratio(sent_of(i), sent_of(0)) << ", buffer " << ratio(buffer_of(i), buffer_of(0))
+       << "; peak memory " << ratio(static_cast<double>(pi), static_cast<double>(p0))
+       << "; median step time " << ratio(runs[i].step_time.median_s, runs[0].step_time.median_s)
+       << "\n";
+  }
+}
+
+int print_summaries(const std::vector<std::string>& run_dirs, std::ostream& os) {
+  if (run_dirs.size() == 1) return print_summary(run_dirs[0], os);
+  std::vector<RunSummary> runs;
+  std::vector<json> metas;
+  for (const std::string& dir : run_dirs) {
+    try {
+      RunData run = read_run(dir);
+      runs.push_back(compute_summary(run));
+      metas.push_back(run.meta);
+    } catch (const Error& e) {
+      std::cerr << "shardlab summary: " << e.what() << "\n";
+      return 1;
+    }
+  }
+  print_summary_comparison(run_dirs, runs, metas, os);
+  return 0;
 }
 
 }  // namespace shardlab

@@ -50,12 +50,18 @@ struct RankSummary {
   MemArray host_at_peak{};
   // Copies between host and device memory (copy-lane spans): bytes by direction, and time.
   int64_t copy_h2d_bytes = 0, copy_d2h_bytes = 0;
-  int64_t copy_ns = 0;               // length of the union of copy-lane spans
+  int64_t copy_ns = 0;  // length of the union of copy-lane spans
+  // Run totals: every span of the rank, in steps or not.
   int64_t compute_ns = 0;            // length of the union of compute-lane spans
   int64_t comm_ns = 0;               // length of the union of comm-lane spans
   int64_t exposed_comm_ns = 0;       // length of (union of comm) minus (union of compute)
   double exposed_comm_fraction = 0;  // exposed_comm_ns / comm_ns, 0 without comm
-  std::vector<CommStat> comm;        // sorted by op, then dtype
+  // Per step: the same three lengths within each measured step of this rank (the spans that
+  // start at or after its previous step event and before its own; the warm-up step left out as
+  // in StepTimeStats), averaged over those steps. 0 when no step is measured.
+  int measured_steps = 0;
+  double compute_ns_per_step = 0, comm_ns_per_step = 0, exposed_comm_ns_per_step = 0;
+  std::vector<CommStat> comm;  // sorted by op, then dtype
 };
 
 struct StepTimeStats {
@@ -70,9 +76,11 @@ struct RunSummary {
   StepTimeStats step_time;     // a step's time is the largest step_time any rank reported for it
   double tokens_per_step = 0;  // all ranks' tokens, mean over measured steps
   double tokens_per_s = 0;     // measured steps: sum of all ranks' tokens / sum of step times
-  int64_t comm_ns = 0;         // sums over ranks
+  int64_t comm_ns = 0;         // run totals, summed over ranks
   int64_t exposed_comm_ns = 0;
   double exposed_comm_fraction = 0;
+  // Per step and rank: RankSummary's per-step lengths, averaged over the ranks.
+  double comm_ns_per_step = 0, exposed_comm_ns_per_step = 0;
   std::vector<CommStat> comm;  // all ranks together; bytes_per_step = bytes / steps
   std::vector<RankSummary> ranks;
   StragglerReport stragglers;  // who waited for whom, memory imbalance (stragglers.hpp)
@@ -82,11 +90,22 @@ RunSummary compute_summary(const RunData& run);
 nlohmann::json summary_to_json(const RunSummary& s);
 
 // Prints the summary as fixed-width tables (run line from meta, steps, memory, communication).
+// Figures under a "per step" heading are per step (means); run totals are labelled as totals.
 void print_summary_table(const RunSummary& s, const nlohmann::json& meta, std::ostream& os);
+
+// Several runs side by side, one column each, per step and rank (calls, bytes sent per rank and
+// buffer by op, step time, peak), then every run after the first against the first: sent per
+// rank, buffer, peak, median step time as ratios. `names` label the columns.
+void print_summary_comparison(const std::vector<std::string>& names,
+                              const std::vector<RunSummary>& runs,
+                              const std::vector<nlohmann::json>& metas, std::ostream& os);
 
 // `shardlab summary RUN_DIR`: reads the run's files, computes and prints the summary to `os`.
 // Returns the exit code: 0, or 1 after printing the error (e.g. a missing meta.json) to stderr.
 int print_summary(const std::string& run_dir, std::ostream& os);
+// `shardlab summary RUN_DIR RUN_DIR...`: the comparison of print_summary_comparison; one run
+// directory prints as print_summary does.
+int print_summaries(const std::vector<std::string>& run_dirs, std::ostream& os);
 
 // a + b held at the int64 limits instead of overflowing (undefined behaviour): sums of bytes,
 // tokens and nanoseconds over every event of a damaged run can pass 2^63. The viewer uses it too.

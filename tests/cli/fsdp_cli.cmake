@@ -25,6 +25,20 @@ file(READ ${WORK_DIR}/run1/meta.json meta)
 if(NOT meta MATCHES "\"strategy\": \"full_shard\"" OR NOT meta MATCHES "\"world_size\": 4")
   message(FATAL_ERROR "meta.json does not describe the run:\n${meta}")
 endif()
+# `shardlab summary DDP FSDP`: per step and rank, full_shard sends 1.5x what DDP sends, over 3x the
+# buffers (tiny's units split evenly over 4 ranks: no padding).
+run_ok(ddp_dir ${tiny} --strategy no_shard --run-dir run_ddp --overwrite)
+run_ok(compare summary run_ddp run1)
+if(NOT compare MATCHES "run1 against run_ddp, per step and rank: sent per rank 1.50x, buffer 3.00x"
+   OR NOT compare MATCHES "per step and rank:\n")
+  message(FATAL_ERROR "summary of two runs lacks the per-step ratios:\n${compare}")
+endif()
+execute_process(COMMAND ${SHARDLAB} summary run1 no_such_run WORKING_DIRECTORY ${WORK_DIR}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "^shardlab summary: .*no_such_run: no such run directory")
+  message(FATAL_ERROR "summary of a missing second run: exit ${rc}\n${out}${err}")
+endif()
+
 # The same directory again needs --overwrite.
 expect_error(run_dir_exists "run1: run directory exists and is not empty"
              ${tiny} --run-dir run1)

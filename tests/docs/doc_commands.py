@@ -116,7 +116,43 @@ class Checker:
                 return f"{what} has no option {opt} (not in its --help)"
         return None
 
-    def program(self, toks):
+    def benchmark_filter(self, path, args, under_mpirun):
+        """A Google Benchmark binary's --benchmark_filter must match some benchmark, and one that
+        matches only MPI benchmarks (/mpi in the name) needs mpirun in front. Without mpirun the
+        MPI benchmarks are listed with ranks:0; under mpirun -np N they are ranks:N, so both are
+        tried."""
+        filters = [a.split("=", 1)[1] for a in args if a.startswith("--benchmark_filter=")]
+        if not filters:
+            return None
+        # The benchmarks a binary registers can depend on its own options (--presets=...).
+        own = [a for a in args if not a.startswith("--benchmark_")]
+        key = (path, "--benchmark_list_tests", *own)
+        if key not in self.helps:
+            p = subprocess.run([path, *own, "--benchmark_list_tests"], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True, timeout=30,
+                               stdin=subprocess.DEVNULL)
+            self.helps[key] = p.stdout
+        names = []
+        for n in self.helps[key].split("\n"):
+            if "/mpi" in n and "ranks:0" in n:
+                names += [n.replace("ranks:0", f"ranks:{k}") for k in range(1, 9)]
+            elif n.strip():
+                names.append(n)
+        try:
+            hit = [n for n in names if re.search(filters[-1], n)]
+        except re.error as e:
+            return f"--benchmark_filter={filters[-1]}: not a regular expression ({e})"
+        if not hit and under_mpirun:
+            return None  # its MPI benchmarks may exist only under mpirun: not checkable here
+        if not hit:
+            return (f"--benchmark_filter={filters[-1]} matches no benchmark of "
+                    f"{os.path.basename(path)}")
+        if all("/mpi" in n for n in hit) and not under_mpirun:
+            return (f"--benchmark_filter={filters[-1]} matches only MPI benchmarks: the command "
+                    "needs mpirun in front")
+        return None
+
+    def program(self, toks, under_mpirun=False):
         """Checks a project binary with its arguments: (error or None, note or None)."""
         prog = toks[0]
         name = prog.rsplit("/", 1)[-1]
@@ -126,6 +162,10 @@ class Checker:
                 return None, f"{name} not built here: not checked"
             return f"no program {name} in {self.bin}", None
         args = toks[1:]
+        if name.startswith("bench_"):
+            err = self.benchmark_filter(path, args, under_mpirun)
+            if err:
+                return err, None
         if name == "shardlab":
             subs = re.findall(r"^  (\w+)\s", self.help([path]).split("Subcommands:")[-1], re.M)
             if not args or args[0].startswith("-"):
@@ -146,7 +186,7 @@ class Checker:
             if not rest:
                 return f"{head}: no program of the project in the command", None, None
             toks = toks[toks.index(rest[0]):]
-            err, note = self.program(toks)
+            err, note = self.program(toks, under_mpirun=head in ("mpirun", "mpiexec"))
             return err, note, None
         if head.startswith("build") or head.startswith("shardlab"):
             err, note = self.program(toks)

@@ -106,6 +106,10 @@ void write_report(const std::string& path, const ViewerState& s, int win_w, int 
     j["colors"]["unit_states"][unit_state_name(st)] = rgb(unit_state_color(st));
   j["colors"]["exposed"] = rgb(kExposedColor);
   j["marks"] = marks_json(s.placed_marks);
+  j["summary_rows"] = nlohmann::json::array();
+  for (const ViewerState::SummaryRow& r : s.summary_rows)
+    j["summary_rows"].push_back(
+        {{"name", r.name}, {"cells", r.cells}, {"rect", rect_json(r.rect)}});
   write_file_atomic(path, j.dump(2) + "\n", "--report");
 }
 

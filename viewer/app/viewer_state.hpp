@@ -39,6 +39,14 @@ struct ViewerState {
   int requested_step = -1;   // --at-step, applied once that step exists
   double hover_rel_x = NAN;  // cursor position relative to the time axes, NaN when elsewhere
   Rect summary_plot;
+  // The summary table as drawn in the last frame, row by row: its label, one text per run, and
+  // the row's rectangle (reported next to a screenshot: what the picture says, as text).
+  struct SummaryRow {
+    std::string name;
+    std::vector<std::string> cells;
+    Rect rect;
+  };
+  std::vector<SummaryRow> summary_rows;
   std::string message;                   // one-line status shown in the toolbar (startup problems)
   std::vector<Mark> marks;               // --mark callouts
   std::vector<PlacedMark> placed_marks;  // where they landed in the last frame

@@ -52,10 +52,20 @@ std::string collective_cell(const RunModel& m, OpKind k) {
   // Per step and rank, the two measures every report labels the same way (core/comm/traffic.hpp):
   // "sent per rank" (ring traffic) and "buffer" (the collective's full size, busbw's base).
   const std::string buffer = per_step(double(o.bytes), rank_steps(m), true);
-  const std::string bw = ", busbw " + format_rate(o.bandwidth.busbw);
-  if (o.sent < 0) return "buffer " + buffer + " (sent per rank not recorded: an older run)" + bw;
-  return "sent per rank " + per_step(double(o.sent), rank_steps(m), true) + ", buffer " + buffer +
-         bw;
+  if (o.sent < 0) return "buffer " + buffer + " (sent per rank not recorded: an older run)";
+  return "sent per rank " + per_step(double(o.sent), rank_steps(m), true) + ", buffer " + buffer;
+}
+
+// busbw of each collective (timing: its own row, apart from the bytes).
+std::string busbw_cell(const RunModel& m) {
+  std::string t;
+  for (OpKind k : {OpKind::all_gather, OpKind::reduce_scatter, OpKind::all_reduce}) {
+    const OpStats& o = m.summary.ops[static_cast<int>(k)];
+    if (o.count == 0) continue;
+    t += (t.empty() ? "" : ", ") + std::string(op_kind_name(k)) + " " +
+         format_rate(o.bandwidth.busbw);
+  }
+  return t.empty() ? "-" : t;
 }
 
 // Per-rank time spent waiting for the last rank to arrive.
@@ -76,21 +86,25 @@ std::string waiting_cell(const StragglerReport& w) {
   return t;
 }
 
-// The slowest rank of the selected step, else the rank slowest most often.
+// The straggler when one stands above the run's noise (core/trace/stragglers.hpp), with its
+// lead in the selected step; else that none does.
 std::string slowest_rank_cell(const StragglerReport& w, int selected_step) {
-  if (w.steps.empty()) return "-";
-  char buf[160];
-  for (const StepStraggler& st : w.steps)
-    if (st.step == selected_step) {
-      std::snprintf(buf, sizeof buf, "step %d: rank %d (others waited %s)", st.step,
-                    st.slowest_rank, format_duration(st.others_wait_ns).c_str());
+  const Straggler& g = w.straggler;
+  if (g.rank < 0 || g.steps < 2) return "-";
+  char buf[200];
+  if (!g.named()) {
+    std::snprintf(buf, sizeof buf, "none beyond noise (lead of r%d %s, threshold %s)", g.rank,
+                  format_duration(g.lead_ns).c_str(), format_duration(g.threshold_ns).c_str());
+    return buf;
+  }
+  for (const auto& [step, lead] : g.lead_by_step)
+    if (step == selected_step) {
+      std::snprintf(buf, sizeof buf, "rank %d; step %d: others waited %s longer", g.rank, step,
+                    format_duration(lead).c_str());
       return buf;
     }
-  const RankWait* top = &w.ranks[0];
-  for (const RankWait& rw : w.ranks)
-    if (rw.slowest_steps > top->slowest_steps) top = &rw;
-  std::snprintf(buf, sizeof buf, "rank %d in %d of %zu steps", top->rank, top->slowest_steps,
-                w.steps.size());
+  std::snprintf(buf, sizeof buf, "rank %d: others waited %s/step longer (median)", g.rank,
+                format_duration(g.lead_ns).c_str());
   return buf;
 }
 
@@ -134,24 +148,35 @@ std::string step_cell(const RunModel& m, int step) {
 
 // ---- the two widgets ---------------------------------------------------------------------------
 
-void show_summary_table(const ViewerState& s, ImVec2 size) {
+void show_summary_table(ViewerState& s, ImVec2 size) {
   const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg |
                                 ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchProp;
   int n_runs = static_cast<int>(s.runs.size());
+  s.summary_rows.clear();
   if (!ImGui::BeginTable("summary", 1 + n_runs, flags, size)) return;
   ImGui::TableSetupScrollFreeze(0, 1);
   ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, 150);
-  for (const RunView& r : s.runs) ImGui::TableSetupColumn(r.run->model().info.name.c_str());
+  // The runs' columns share the width equally: sized by their content, a timing figure one digit
+  // longer would move every column to its right (and a picture of the table with it).
+  for (const RunView& r : s.runs)
+    ImGui::TableSetupColumn(r.run->model().info.name.c_str(), ImGuiTableColumnFlags_WidthStretch,
+                            1.0f);
   ImGui::TableHeadersRow();
+  const double table_x = ImGui::GetCursorScreenPos().x;
   auto row = [&](const char* name, auto&& cell) {
     ImGui::TableNextRow();
     ImGui::TableSetColumnIndex(0);
+    const ImVec2 top = ImGui::GetCursorScreenPos();
     ImGui::TextUnformatted(name);
+    ViewerState::SummaryRow rec{name, {}, {}};
     for (int i = 0; i < n_runs; ++i) {
       ImGui::TableSetColumnIndex(i + 1);
       std::string text = cell(*s.runs[i].run);
       ImGui::TextUnformatted(text.c_str());
+      rec.cells.push_back(std::move(text));
     }
+    rec.rect = Rect{table_x, top.y, size.x, ImGui::GetTextLineHeightWithSpacing()};
+    s.summary_rows.push_back(std::move(rec));
   };
   auto model = [](auto cell) { return [cell](const LiveRun& r) { return cell(r.model()); }; };
   auto stragglers = [](auto cell) {
@@ -177,8 +202,9 @@ void show_summary_table(const ViewerState& s, ImVec2 size) {
     std::string name = std::string(op_kind_name(k)) + " /step";
     row(name.c_str(), model([k](const RunModel& m) { return collective_cell(m, k); }));
   }
+  row("busbw", model(busbw_cell));
   row("waiting for ranks", stragglers(waiting_cell));
-  row("slowest rank",
+  row("straggler",
       stragglers([&](const StragglerReport& w) { return slowest_rank_cell(w, s.selected_step); }));
   row("memory imbalance", stragglers(imbalance_cell));
   row("comm, exposed /step", model(comm_cell));
