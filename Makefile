@@ -33,6 +33,7 @@ help:
 	@echo "make lesson N=1  build and run a lesson (docs/lessons/)"
 	@echo "make test-asan  build-asan/: AddressSanitizer + UBSan (+ LeakSanitizer), every test"
 	@echo "make test-tsan  build-tsan/: ThreadSanitizer, every test"
+	@echo "make fuzz     libFuzzer over the JSON readers, 10 min each (FUZZ_SECONDS, FUZZ_TARGETS)"
 	@echo "make reliability-table  rerun the bad-input corpus, rewrite its table in docs/reliability.md"
 	@echo "make docs-figures  rerun the commands behind every figure and picture of the pages, rewrite them (SLOW=1: also minutes-long runs)"
 	@echo "make docs-check  regenerate every figure into a scratch tree, fail on any difference beyond timing (page:line)"
@@ -72,7 +73,7 @@ gpu-bundle: deps
 	JOBS=$(JOBS) bash bench/gpu/bundle.sh
 
 clean:
-	rm -rf build build-cuda build-debug build-asan build-tsan
+	rm -rf build build-cuda build-debug build-asan build-tsan build-fuzz
 
 # ---- sanitizers (tests/sanitizers/) -----------------------------------------------------------
 # Configure the preset into build-asan/ or build-tsan/, build, run every test and fail on any
@@ -82,6 +83,15 @@ test-asan: deps
 
 test-tsan: deps
 	bash tests/sanitizers/run_sanitized.sh tsan $(JOBS)
+
+# make fuzz  libFuzzer (clang 14, ASan + UBSan) over the JSON readers: cluster specs, checkpoint
+#            indexes, run-directory lines, safetensors headers; FUZZ_SECONDS each (default 600),
+#            FUZZ_TARGETS to pick some. build-fuzz/, not part of `make test` (tests/fuzz/).
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?=
+.PHONY: fuzz
+fuzz: build
+	JOBS=$(JOBS) bash tests/fuzz/run_fuzz.sh $(BUILD)/bin $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # The bad-input corpus (tests/corpus/) as the table in docs/reliability.md, between its markers.
 .PHONY: reliability-table

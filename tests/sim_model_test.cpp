@@ -436,12 +436,12 @@ TEST(SimTopology, BadPerCollectiveFitsNameTheirField) {
                           {{{"bandwidth_GBps", 1}, {"latency_us", 0}},
                            {{"bandwidth_GBps", 1}, {"latency_us", 0}}}}}),
                "field 'inter_node.collectives.all_gather[0].up_to_bytes' is missing");
-  EXPECT_PRED2(
-      contains,
-      error_of({{"all_gather",
-                 {{{"up_to_bytes", 0}, {"bandwidth_GBps", 1}, {"latency_us", 0}},
-                  {{"bandwidth_GBps", 1}, {"latency_us", 0}}}}}),
-      "field 'inter_node.collectives.all_gather[0].up_to_bytes' = 0 must be an integer > 0");
+  EXPECT_PRED2(contains,
+               error_of({{"all_gather",
+                          {{{"up_to_bytes", 0}, {"bandwidth_GBps", 1}, {"latency_us", 0}},
+                           {{"bandwidth_GBps", 1}, {"latency_us", 0}}}}}),
+               "field 'inter_node.collectives.all_gather[0].up_to_bytes' = 0 must be an integer in "
+               "[1, 2^62]");
   EXPECT_PRED2(contains,
                error_of({{"all_gather",
                           {{{"up_to_bytes", 4096}, {"bandwidth_GBps", 1}, {"latency_us", 0}},

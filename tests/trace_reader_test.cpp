@@ -125,11 +125,11 @@ TEST(TraceReader, MalformedLinesAreSkippedAndNamed) {
   append(dir / "rank0.jsonl", mem_line(0, 1, 8, 8) + step_line(0, 2, 0) + "this is not json\n" +
                                   mem_line(1, 3, 8, 16) +  // another rank's event in rank0's file
                                   "{\"t\":4,\"rank\":0,\"kind\":\"mem\"}\n" +  // fields missing
-                                  "{\"t\":5,\"rank\":0,\"kind\":\"future_kind\"}\n" +  // ignored
+                                  "{\"t\":5,\"rank\":0,\"kind\":\"future_kind\"}\n" +  // named
                                   "\n" + step_line(0, 6, 1));
   RunReader reader(dir.string());
   EXPECT_TRUE(reader.poll());
-  EXPECT_EQ(reader.status(), "rank0.jsonl:5: skipped malformed line");
+  EXPECT_EQ(reader.status(), "rank0.jsonl:6: skipped malformed line");
   EXPECT_EQ(reader.data().ranks[0].mem.size(), 1u);
   EXPECT_EQ(reader.data().ranks[0].steps.size(), 2u);
   EXPECT_EQ(reader.data().ranks[0].t_last, 6);

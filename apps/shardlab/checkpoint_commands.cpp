@@ -6,6 +6,7 @@
 
 #include "core/base/dtype.hpp"
 #include "core/base/error.hpp"
+#include "core/base/file_io.hpp"
 #include "core/checkpoint/hf_safetensors.hpp"
 #include "core/checkpoint/load.hpp"
 #include "core/memory/tracker.hpp"
@@ -26,6 +27,8 @@ int export_command(const std::string& ckpt_dir, const std::string& out_path,
     return 2;
   }
   try {
+    InputScope inputs;  // the checkpoint's files: the output may not land on one of them
+    checked_output_path(out_path, "output");  // before reading anything: /dev/null is refused
     std::string note;
     std::string dir = resolve_checkpoint(ckpt_dir, &note);
     if (!note.empty()) err << "shardlab export: note: " << note << "\n";

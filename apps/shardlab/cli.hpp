@@ -80,6 +80,8 @@ struct TrainOptionStrings {
   EngineOptionStrings engine;  // --param-dtype, --reduce-dtype, --mem-limit
   std::string slow_rank;
   std::string hang_rank;
+  std::string kill_rank;
+  std::string on_divergence = "stop";
   std::string trace = "on";
   std::string bind_to = "core";
 };

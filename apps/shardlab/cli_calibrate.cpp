@@ -33,13 +33,15 @@ CliCommand add_calibrate_command(CLI::App& app) {
   return {cmd, [o] {
             if (o->cal.backend != "local" && o->cal.backend != "mpi")
               SL_THROW(InvalidArgument, "--backend '", o->cal.backend, "': expected local or mpi");
+            // Before minutes of measuring: a destination that cannot be written is refused now.
+            if (!o->out.empty()) checked_output_path(o->out, "--out");
             const nlohmann::json spec = calibrate_this_machine(o->cal, std::cerr);
             parse_cluster_spec(spec, "the measured spec");  // what simulate will check
             const std::string text = spec.dump(2) + "\n";
             if (o->out.empty()) {
               std::cout << text;
             } else {
-              write_file_atomic(o->out, text);
+              write_file_atomic(o->out, text, "--out");
               std::cerr << "wrote " << o->out << "\n";
             }
             return 0;

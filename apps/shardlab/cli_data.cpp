@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "apps/shardlab/cli.hpp"
+#include "core/base/file_io.hpp"
 #include "core/train/corpus.hpp"
 #include "core/train/token_file.hpp"
 
@@ -32,6 +33,7 @@ CliCommand add_data_command(CLI::App& app) {
 
   return {data, [o, encode] {
             if (*encode) {
+              InputScope inputs;  // the output may not be the input
               const std::vector<uint8_t> bytes = read_file_bytes(o->enc_in);
               const std::vector<uint16_t> tokens(bytes.begin(), bytes.end());
               write_token_file(o->enc_out, tokens);

@@ -2,6 +2,7 @@
 // (apps/shardlab/plan_command.hpp).
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -53,6 +54,16 @@ int run_recommend(const CLI::App& cmd, RecommendOptions r, const PlanCommandOpti
     if (cmd.count(name) > 0)
       SL_THROW(InvalidArgument, "--recommend chooses ", name + 2,
                " itself (or does not search it): drop ", name);
+  if (p.seq < 0) SL_THROW(InvalidArgument, "--seq ", p.seq, ": must be >= 1 (0: the model's max)");
+  // A name listed twice would be searched twice.
+  for (const auto& [flag, list] :
+       {std::pair<const char*, const std::vector<std::string>*>{"--dtypes", &dtypes},
+        {"--wraps", &wraps},
+        {"--offloads", &offloads}})
+    for (size_t i = 0; i < list->size(); ++i)
+      for (size_t k = 0; k < i; ++k)
+        if ((*list)[i] == (*list)[k])
+          SL_THROW(InvalidArgument, flag, ": '", (*list)[i], "' is listed twice");
   r.model = p.model;
   r.ranks = p.ranks;
   r.seq = p.seq;
@@ -169,14 +180,20 @@ CliCommand add_plan_command(CLI::App& app) {
             if (end == o->params.c_str() || *end != 0 || !(psi >= 0))
               SL_THROW(InvalidArgument, "--params ", o->params,
                        ": expected a parameter count such as 7.5e9");
+            // Given, it plans states only: 0.5 or -0 truncated to 0 planned the default model.
+            if (cmd->count("--params") > 0 && !(psi >= 1 && psi == std::floor(psi)))
+              SL_THROW(InvalidArgument, "--params ", o->params,
+                       ": a parameter count is a whole number >= 1");
             // The cast of a double beyond int64 is undefined (it printed INT64_MIN); 2^56 is
             // the bound GPTConfig keeps too, so every byte count (x 16 and more) fits int64.
             if (!(psi <= 72057594037927936.0))
               SL_THROW(InvalidArgument, "--params ", o->params, ": ", psi,
                        " parameters is more than the 2^56 (7.2e+16) the planner counts");
             p.params = static_cast<int64_t>(psi);
+            // With --params these shape the step, which a states-only plan has none of.
             for (const char* flag : {"--model", "--n-layer", "--n-head", "--n-embd", "--vocab-size",
-                                     "--max-seq-len", "--batch", "--seq", "--accum", "--act-ckpt"})
+                                     "--max-seq-len", "--batch", "--seq", "--accum", "--act-ckpt",
+                                     "--wrap", "--prefetch", "--keep-root"})
               if (cmd->count(flag) > 0) p.shape_flags_given.emplace_back(flag);
             apply_engine_options(o->engine, p.engine, p.capacity);
             for (const std::string& s : o->strategies) p.strategies.push_back(parse_strategy(s));

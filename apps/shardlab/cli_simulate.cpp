@@ -11,6 +11,7 @@
 #include "apps/shardlab/cli.hpp"
 #include "apps/shardlab/simulate_command.hpp"
 #include "core/base/error.hpp"
+#include "core/base/file_io.hpp"
 #include "core/comm/topology.hpp"
 #include "core/device/cluster_spec.hpp"
 
@@ -56,6 +57,39 @@ void print_collective_times(const ClusterSpec& spec, int ranks, std::ostream& ou
           << "\n";
 }
 
+// The spec `--cluster this-machine` stands for: measured now, briefly, on as many local ranks as
+// --ranks asks (at least 2). Progress goes to `log`.
+nlohmann::json measure_this_machine(int ranks, std::ostream& log) {
+  CalibrateOptions cal;
+  cal.quick = true;
+  cal.seconds_per_point = 0.05;
+  cal.ranks = std::max(2, ranks);
+  return calibrate_this_machine(cal, log);
+}
+
+// --print-cluster NAME: a preset's JSON as written; a file's spec once it reads as a cluster spec
+// (so the printout is a spec simulate accepts); this-machine measured now (progress on stderr).
+void print_cluster(const std::string& name, int ranks, std::ostream& out) {
+  if (name.empty())
+    SL_THROW(InvalidArgument, "--print-cluster '': name a preset (", cluster_list(),
+             "), this-machine or a cluster file");
+  for (const std::string& p : cluster_preset_names())
+    if (name == p) {
+      out << cluster_preset_json(name) << "\n";
+      return;
+    }
+  if (name == "this-machine") {
+    const nlohmann::json spec = measure_this_machine(ranks, std::cerr);
+    parse_cluster_spec(spec, "the measured spec");
+    out << spec.dump(2) << "\n";
+    return;
+  }
+  if (!path_exists(name))
+    SL_THROW(InvalidArgument, "--print-cluster '", name, "': unknown preset and no such file ",
+             "(presets: ", cluster_list(), ", this-machine; or a cluster file)");
+  out << load_cluster_spec(name).json.dump(2) << "\n";
+}
+
 }  // namespace
 
 CliCommand add_simulate_command(CLI::App& app) {
@@ -85,15 +119,16 @@ CliCommand add_simulate_command(CLI::App& app) {
                   "fp32 | tf32 | bf16: the GEMM peak charged (default: bf16 with 16-bit "
                   "parameters, else fp32)");
   cmd->add_option("--print-cluster", o->print_cluster,
-                  "print a preset's JSON (the format of a cluster file) and exit");
+                  "print a cluster's JSON and exit: a preset's (the format of a cluster file), "
+                  "a cluster file's once it reads as one, or this-machine's, measured now");
   cmd->add_flag("--collective-times", o->collective_times,
                 "print the topology model's time of all_gather, reduce_scatter and all_reduce on "
                 "--ranks ranks of --cluster, 1 KiB to 256 MiB, as JSON lines, and exit "
                 "(bench/sim_validate.py compares them with bench_collectives)");
   cmd->footer(kSimulateFooter);
   return {cmd, [o, cmd] {
-            if (!o->print_cluster.empty()) {
-              std::cout << cluster_preset_json(o->print_cluster) << "\n";
+            if (cmd->count("--print-cluster") > 0) {
+              print_cluster(o->print_cluster, o->cfg.ranks, std::cout);
               return 0;
             }
             apply_train_options(o->cfg, o->str);
@@ -101,15 +136,9 @@ CliCommand add_simulate_command(CLI::App& app) {
             if (cmd->count("--hybrid-group") > 0 && e.strategy != Strategy::hybrid_shard)
               SL_THROW(InvalidArgument, hybrid_group_unused_message(e.hybrid_group, e.strategy));
             o->cfg.gemm_math = o->math.empty() ? default_gemm_math(e) : parse_gemm_math(o->math);
-            if (o->cfg.cluster == "this-machine") {
-              // Measured now, briefly, on as many local ranks as --ranks asks (at least 2).
-              CalibrateOptions cal;
-              cal.quick = true;
-              cal.seconds_per_point = 0.05;
-              cal.ranks = std::max(2, o->cfg.ranks);
-              o->cfg.cluster_spec = std::make_shared<const ClusterSpec>(
-                  parse_cluster_spec(calibrate_this_machine(cal, std::cout), "this-machine"));
-            }
+            if (o->cfg.cluster == "this-machine")
+              o->cfg.cluster_spec = std::make_shared<const ClusterSpec>(parse_cluster_spec(
+                  measure_this_machine(o->cfg.ranks, std::cout), "this-machine"));
             if (o->collective_times) {
               const ClusterSpec spec =
                   o->cfg.cluster_spec ? *o->cfg.cluster_spec : load_cluster_spec(o->cfg.cluster);

@@ -157,6 +157,20 @@ void add_train_options(CLI::App* cmd, TrainConfig& c, TrainOptionStrings& s, boo
   cmd->add_option("--hang-rank", s.hang_rank,
                   "R:STEP:S  rank R sleeps S seconds before step STEP, outside any collective "
                   "(to see the watchdog fire)");
+  cmd->add_option("--kill-rank", s.kill_rank,
+                  "R:STEP  under mpirun, rank R's process kills itself (SIGKILL) before step "
+                  "STEP, as a crash would (to see what the other ranks leave in flight.json)");
+  cmd->add_option("--on-divergence", s.on_divergence,
+                  "stop | warn | off: a loss above --divergence-factor x the best so far is "
+                  "suspect (warned, not saved); --divergence-steps of them in a row: stop "
+                  "(exit 1, no checkpoint of the diverged state), or only warn")
+      ->capture_default_str();
+  cmd->add_option("--divergence-factor", c.divergence.factor,
+                  "a loss above this many times the best so far is suspect")
+      ->capture_default_str();
+  cmd->add_option("--divergence-steps", c.divergence.steps,
+                  "suspect steps in a row that make a divergence")
+      ->capture_default_str();
 }
 
 void apply_train_options(TrainConfig& c, const TrainOptionStrings& s) {
@@ -167,6 +181,8 @@ void apply_train_options(TrainConfig& c, const TrainOptionStrings& s) {
   c.engine.accum_mode = parse_accum_mode(s.accum_mode);
   if (!s.slow_rank.empty()) c.slow_rank = parse_slow_rank(s.slow_rank);
   if (!s.hang_rank.empty()) c.hang_rank = parse_hang_rank(s.hang_rank);
+  if (!s.kill_rank.empty()) c.kill_rank = parse_kill_rank(s.kill_rank);
+  c.divergence.mode = parse_divergence_mode(s.on_divergence);
   if (s.bind_to != "core" && s.bind_to != "none")
     SL_THROW(InvalidArgument, "--bind-to '", s.bind_to, "': expected core or none");
   c.bind_to_cores = s.bind_to == "core";

@@ -13,12 +13,16 @@
 // (a bad command line; `plan` also returns 2 when no strategy fits --mem-limit).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <exception>
 #include <iostream>
+#include <new>
+#include <string>
 #include <vector>
 
 #include "apps/shardlab/cli.hpp"
 #include "core/base/error.hpp"
+#include "core/base/suggest.hpp"
 
 using namespace shardlab;
 
@@ -38,6 +42,19 @@ int main(int argc, char** argv) {
       add_summary_command(app), add_inspect_command(app),  add_export_command(app),
       add_data_command(app),    add_simulate_command(app), add_calibrate_command(app)};
 
+  // A mistyped command ("shardlab trian") gets the nearest one, not CLI11's "A subcommand is
+  // required".
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const CliCommand& c : commands) names.push_back(c.app->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      std::string list;
+      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+      std::cerr << "shardlab: unknown command '" << argv[1] << "'" << did_you_mean(argv[1], names)
+                << "; the commands are " << list << " (shardlab --help)\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -48,6 +65,11 @@ int main(int argc, char** argv) {
   try {
     for (const CliCommand& c : commands)
       if (*c.app) return c.run();
+  } catch (const std::bad_alloc&) {
+    // Sizes are checked before anything large is allocated; this is the backstop (ulimit -v).
+    std::cerr << "shardlab: error: out of memory: an allocation failed (std::bad_alloc); the "
+                 "process may be limited (ulimit -v) below what this command needs\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "shardlab: error: " << e.what() << "\n";
     return 1;

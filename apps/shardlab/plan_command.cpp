@@ -2,6 +2,7 @@
 // device) and prints its tables.
 #include "apps/shardlab/plan_command.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <ostream>
@@ -35,6 +36,10 @@ GPTConfig plan_model(const PlanCommandOptions& o) {
     SL_THROW(InvalidArgument, "--seq ", o.seq, " exceeds the model's max_seq_len ", m.max_seq_len,
              " (lower --seq or raise --max-seq-len)");
   m.validate();
+  if (m.n_layer > kMaxSimulatedLayers)
+    SL_THROW(InvalidArgument, "--n-layer ", m.n_layer, ": more than the ", kMaxSimulatedLayers,
+             " blocks the planner simulates (each block's layout and schedule is kept on the "
+             "host)");
   return m;
 }
 
@@ -53,6 +58,19 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
   if (strategies.empty())
     strategies = {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op,
                   Strategy::full_shard, Strategy::hybrid_shard};
+  // Settings that no planned strategy uses would be ignored without a word: refused, as train
+  // refuses them.
+  const auto planned = [&](bool (*pred)(Strategy)) {
+    return std::any_of(strategies.begin(), strategies.end(), pred);
+  };
+  if (o.engine.hybrid_group > 0 && !planned([](Strategy s) { return s == Strategy::hybrid_shard; }))
+    SL_THROW(InvalidArgument, "--hybrid-group ", o.engine.hybrid_group,
+             " applies only to hybrid_shard, which this plan leaves out: drop it, or add "
+             "--strategy hybrid_shard");
+  if (o.engine.keep_root && !planned(gathers_params_per_unit))
+    SL_THROW(InvalidArgument,
+             "--keep-root applies only to full_shard and hybrid_shard (they free a unit's "
+             "gathered parameters after forward), which this plan leaves out: drop it");
   EngineConfig engine = o.engine;
   if (engine.hybrid_group == 0) engine.hybrid_group = o.ranks % 2 == 0 && o.ranks > 2 ? 2 : o.ranks;
 

@@ -11,6 +11,7 @@
 #include "core/base/error.hpp"
 #include "core/base/file_io.hpp"
 #include "core/base/json_get.hpp"
+#include "core/checkpoint/crc32c.hpp"
 
 namespace shardlab {
 
@@ -210,7 +211,15 @@ ojson index_to_json(const CheckpointIndex& index) {
   ojson tensors = ojson::array();
   for (const auto& t : index.tensors) tensors.push_back(tensor_to_json(t));
   j["tensors"] = tensors;
+  j[kIndexChecksumField] = crc_hex(index_checksum(json::parse(j.dump())));
   return j;
+}
+
+uint32_t index_checksum(const json& j) {
+  json rest = j;
+  if (rest.is_object()) rest.erase(kIndexChecksumField);
+  const std::string text = rest.dump();  // compact, keys sorted: the canonical form
+  return crc32c(text.data(), text.size());
 }
 
 namespace {
@@ -223,7 +232,8 @@ void parse_index(const json& j, const std::string& path, CheckpointIndex& ix) {
                kIndexFormat, "\")");
     const int64_t version = json_int(j, "version", path);
     if (version != kIndexVersion)
-      SL_THROW(IoError, path, ": index version ", version, ", this build reads ", kIndexVersion);
+      SL_THROW(IoError, path, ": index version ", version, ", this build reads ", kIndexVersion,
+               version == 1 ? " (version 1 indexes have no checksum of their own)" : "");
     CheckpointMeta& m = ix.meta;
     m.step = json_int(j, "step", path, 0, kInt64Max);
     m.optimizer_step = json_int(j, "optimizer_step", path, 0, kInt64Max);
@@ -340,33 +350,20 @@ CheckpointIndex read_index(const std::string& checkpoint_dir) {
   std::string path = join_path(checkpoint_dir, kIndexFile);
   if (!path_exists(path))
     SL_THROW(IoError, path, ": missing (not a complete checkpoint directory)");
-  return index_from_json(parse_json_strict(read_text_file(path), path), path);
-}
-
-json parse_json_strict(const std::string& text, const std::string& where) {
-  // One set of keys per open object; the parser reports keys in order, so a repeat is seen.
-  std::vector<std::set<std::string>> open;
-  std::string repeated;
-  auto cb = [&](int, json::parse_event_t ev, json& parsed) {
-    if (ev == json::parse_event_t::object_start) {
-      open.emplace_back();
-    } else if (ev == json::parse_event_t::object_end) {
-      if (!open.empty()) open.pop_back();
-    } else if (ev == json::parse_event_t::key && !open.empty()) {
-      if (!open.back().insert(parsed.get<std::string>()).second && repeated.empty())
-        repeated = parsed.get<std::string>();
-    }
-    return true;
-  };
-  json j;
-  try {
-    j = json::parse(text, cb);
-  } catch (const nlohmann::json::exception& e) {
-    SL_THROW(IoError, where, ": not valid JSON (truncated?): ", e.what());
-  }
-  if (!repeated.empty())
-    SL_THROW(IoError, where, ": key '", repeated.substr(0, 64), "' appears twice in one object");
-  return j;
+  const json j = parse_json_strict(read_text_file(path), path);
+  CheckpointIndex ix = index_from_json(j, path);
+  // Last, so that a field out of range is named as such; a value edited within its range (the
+  // step, the loader's position) is caught here.
+  if (!j.contains(kIndexChecksumField) || !j.at(kIndexChecksumField).is_string())
+    SL_THROW(IoError, path, ": field '", kIndexChecksumField,
+             "' (the index's own checksum) is missing or not a string");
+  const std::string want = j.at(kIndexChecksumField).get<std::string>();
+  const std::string got = crc_hex(index_checksum(j));
+  if (want != got)
+    SL_THROW(IoError, path, ": the index's checksum ", kIndexChecksumField, " is ",
+             want.substr(0, 16), " but its content gives ", got,
+             ": index.json was edited or damaged after the save");
+  return ix;
 }
 
 // ---- manifests

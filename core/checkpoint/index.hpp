@@ -10,13 +10,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/base/json_read.hpp"  // parse_json_strict, which the readers of checkpoints use
 #include "core/checkpoint/ckpt_shard.hpp"
 
 namespace shardlab {
 
 inline constexpr const char* kIndexFormat = "shardlab-checkpoint";
-inline constexpr int kIndexVersion = 1;
+// Version 2: the index carries a checksum of its own (kIndexChecksumField). Version 1 had none,
+// so an edited step, optimizer step or loader position passed every check.
+inline constexpr int kIndexVersion = 2;
 inline constexpr const char* kIndexFile = "index.json";
+// CRC-32C of the index itself: of the compact JSON text (keys sorted, as nlohmann::json dumps
+// them) of every other field. Reformatting the file keeps it valid; changing a value does not.
+inline constexpr const char* kIndexChecksumField = "index_crc32c";
 
 // Elements [begin, begin + count) of one tensor's state, stored at byte `offset` of `file`.
 struct CkptChunk {
@@ -53,17 +59,18 @@ struct CheckpointIndex {
   const CkptFileEntry* find_file(const std::string& name) const;
 };
 
+// The index as JSON, with its checksum (kIndexChecksumField) last.
 nlohmann::ordered_json index_to_json(const CheckpointIndex& index);
+// The checksum an index's JSON `j` should carry: over every field but kIndexChecksumField.
+uint32_t index_checksum(const nlohmann::json& j);
 // Parses and validates (types, shapes, chunk tiling, ranges inside the files); IoError naming
 // `path` and the field on any problem. Integers must be JSON integers in range (step >= 0, ...);
 // `states` must be non-empty and every tensor must hold chunks for exactly those states; the
 // chunks of each file must tile its `bytes` exactly, so every stored byte is under a CRC.
 CheckpointIndex index_from_json(const nlohmann::json& j, const std::string& path);
+// index_from_json of checkpoint_dir/index.json, whose checksum must then match (checked last, so
+// that a field out of range is named as such).
 CheckpointIndex read_index(const std::string& checkpoint_dir);
-
-// JSON text from a user's file, parsed like json::parse but refusing an object with the same key
-// twice (nlohmann keeps the last one silently). IoError "WHERE: ..." on any problem.
-nlohmann::json parse_json_strict(const std::string& text, const std::string& where);
 
 // ---- per-rank manifests, merged by rank 0 into the index during a save
 

@@ -66,16 +66,23 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
   header_bytes_ = static_cast<int64_t>(n);
   std::string text(static_cast<size_t>(n), '\0');
   file_.read_at(text.data(), header_bytes_, 8);
+  SafetensorsHeader h = parse_safetensors_header(text, size - 8 - header_bytes_, path);
+  entries_ = std::move(h.entries);
+  metadata_ = std::move(h.metadata);
+}
+
+SafetensorsHeader parse_safetensors_header(const std::string& text, int64_t data_bytes,
+                                           const std::string& path) {
+  SafetensorsHeader out;
   // Duplicate keys would let one tensor name point at two ranges (nlohmann keeps the last).
   json h = parse_json_strict(text, path + ": header");
   if (!h.is_object()) SL_THROW(IoError, path, ": header is not a JSON object");
-  int64_t data_bytes = size - 8 - header_bytes_;
   for (auto& [key, v] : h.items()) {
     if (key == "__metadata__") {
       if (!v.is_object()) SL_THROW(IoError, path, ": __metadata__ is not an object");
       for (auto& [mk, mv] : v.items()) {
         if (!mv.is_string()) SL_THROW(IoError, path, ": __metadata__.", mk, " is not a string");
-        metadata_[mk] = mv.get<std::string>();
+        out.metadata[mk] = mv.get<std::string>();
       }
       continue;
     }
@@ -111,14 +118,15 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     if (e.end - e.begin != bytes)
       SL_THROW(IoError, path, ": tensor ", key, ": ", e.end - e.begin, " bytes for shape ",
                format_shape(e.shape), " of ", e.dtype, " (", bytes, " expected)");
-    entries_.push_back(std::move(e));
+    out.entries.push_back(std::move(e));
   }
-  std::sort(entries_.begin(), entries_.end(),
+  std::sort(out.entries.begin(), out.entries.end(),
             [](const auto& a, const auto& b) { return a.begin < b.begin; });
-  for (size_t i = 1; i < entries_.size(); ++i)
-    if (entries_[i].begin < entries_[i - 1].end)
-      SL_THROW(IoError, path, ": tensors ", entries_[i - 1].name, " and ", entries_[i].name,
+  for (size_t i = 1; i < out.entries.size(); ++i)
+    if (out.entries[i].begin < out.entries[i - 1].end)
+      SL_THROW(IoError, path, ": tensors ", out.entries[i - 1].name, " and ", out.entries[i].name,
                " overlap");
+  return out;
 }
 
 const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
@@ -157,10 +165,7 @@ void SafetensorsFile::read_f32(const SafetensorsEntry& e, int64_t begin, int64_t
 SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<Decl>& tensors,
                                      DType dtype,
                                      const std::map<std::string, std::string>& metadata)
-    : path_(path),
-      tmp_(path + ".tmp-" + std::to_string(::getpid())),
-      decls_(tensors),
-      dtype_(dtype) {
+    : path_(path), decls_(tensors), dtype_(dtype), file_(path, "safetensors output") {
   nlohmann::ordered_json h;
   if (!metadata.empty()) {
     nlohmann::ordered_json m = nlohmann::ordered_json::object();
@@ -186,17 +191,11 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<
   unsigned char len[8];
   for (int i = 0; i < 8; ++i)
     len[i] = static_cast<unsigned char>((uint64_t(text.size()) >> (8 * i)) & 0xffu);
-  file_ = FileHandle::create(tmp_);
   file_.write_all(len, 8);
   file_.write_all(text.data(), static_cast<int64_t>(text.size()));
 }
 
-SafetensorsWriter::~SafetensorsWriter() {
-  if (!finished_) {
-    file_ = FileHandle();
-    std::remove(tmp_.c_str());
-  }
-}
+SafetensorsWriter::~SafetensorsWriter() = default;  // unfinished: AtomicFile removes its temp
 
 void SafetensorsWriter::write_next(const float* data) {
   SL_CHECK(next_ < decls_.size(), path_, ": more tensors written than declared (", decls_.size(),
@@ -216,11 +215,7 @@ void SafetensorsWriter::write_next(const float* data) {
 
 void SafetensorsWriter::finish() {
   SL_CHECK(next_ == decls_.size(), path_, ": ", next_, " of ", decls_.size(), " tensors written");
-  file_.sync();
-  file_.close();
-  rename_path(tmp_, path_);
-  sync_dir(parent_dir(path_));
-  finished_ = true;
+  file_.commit();
 }
 
 }  // namespace shardlab

@@ -28,6 +28,17 @@ struct SafetensorsEntry {
 // "F32" / "BF16" / "F16" for the project's dtypes.
 const char* safetensors_dtype(DType t);
 
+// A parsed header: the tensors (sorted by data offset, checked not to overlap and to lie inside a
+// data section of `data_bytes`) and the metadata.
+struct SafetensorsHeader {
+  std::vector<SafetensorsEntry> entries;
+  std::map<std::string, std::string> metadata;
+};
+// Parses and validates header `text` (the N bytes after the length); IoError naming `path` and
+// the tensor or field on any problem. What SafetensorsFile runs on every file it opens.
+SafetensorsHeader parse_safetensors_header(const std::string& text, int64_t data_bytes,
+                                           const std::string& path);
+
 // Reads a file's header on construction (validating sizes, offsets and dtypes against the file)
 // and tensor data on demand.
 class SafetensorsFile {
@@ -65,12 +76,11 @@ class SafetensorsWriter {
   void finish();
 
  private:
-  std::string path_, tmp_;
+  std::string path_;
   std::vector<Decl> decls_;
   DType dtype_;
   size_t next_ = 0;
-  FileHandle file_;
-  bool finished_ = false;
+  AtomicFile file_;  // checks the destination, writes beside it, renames on finish()
 };
 
 }  // namespace shardlab

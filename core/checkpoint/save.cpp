@@ -2,6 +2,7 @@
 #include "core/checkpoint/save.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -72,7 +73,7 @@ std::vector<std::vector<Interval>> owned_intervals(const std::string& dir,
   for (int r = 0; r < rank; ++r) {
     std::string path = join_path(dir, ranges_file(r));
     try {
-      for (const auto& e : json::parse(read_text_file(path)))
+      for (const auto& e : parse_json_strict(read_text_file(path), path))
         lower[e.at(0).get<int>()].push_back({e.at(1).get<int64_t>(), e.at(2).get<int64_t>()});
     } catch (const json::exception& e) {
       SL_THROW(IoError, path, ": unreadable: ", e.what());
@@ -174,6 +175,15 @@ void write_rank_files(const std::string& dir, const std::vector<CkptShard>& shar
   mf.close();
 }
 
+// Only a directory (a step saved before) is replaced by a save: never a file, a link or a device
+// node that carries the step's name.
+void check_replaceable_step(const std::string& final_dir) {
+  struct stat st;
+  if (::lstat(final_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    SL_THROW(IoError, final_dir, ": exists and is ", file_type_name(st.st_mode),
+             ", not a checkpoint directory; refusing to replace it");
+}
+
 // Swaps two directories in one atomic step where the kernel and the file system can (Linux
 // renameat2 RENAME_EXCHANGE); false when they cannot, so the caller falls back to two renames.
 bool exchange_paths(const std::string& a, const std::string& b) {
@@ -231,13 +241,7 @@ std::string publish(const std::string& root, const std::string& tmp, const Check
   std::vector<RankManifest> manifests;
   for (int r = 0; r < world; ++r) {
     std::string path = join_path(tmp, manifest_file(r));
-    json j;
-    try {
-      j = json::parse(read_text_file(path));
-    } catch (const json::exception& e) {
-      SL_THROW(IoError, path, ": unreadable manifest: ", e.what());
-    }
-    manifests.push_back(manifest_from_json(j, path));
+    manifests.push_back(manifest_from_json(parse_json_strict(read_text_file(path), path), path));
     SL_CHECK(manifests.back().rank == r, path, ": manifest of rank ", manifests.back().rank);
   }
   CheckpointIndex ix = merge_manifests(manifests, meta);
@@ -257,6 +261,7 @@ std::string publish(const std::string& root, const std::string& tmp, const Check
 
   std::string name = step_name(meta.step);
   std::string final_dir = join_path(root, name);
+  check_replaceable_step(final_dir);  // again: it may have changed while the ranks wrote
   if (!path_exists(final_dir)) {
     rename_path(tmp, final_dir);
   } else if (opt.exchange && exchange_paths(tmp, final_dir)) {
@@ -313,6 +318,7 @@ std::string save_checkpoint(const std::string& root, const std::vector<CkptShard
   std::string pending = join_path(root, name + ".pending");
   if (sync.rank == 0) {
     make_dirs(root);
+    check_replaceable_step(join_path(root, name));
     // Leftovers of earlier failed saves go now, not only after the next success.
     repair_latest(root, opt.fsync);
     remove_stale_leftovers(root);

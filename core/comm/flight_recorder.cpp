@@ -2,8 +2,8 @@
 #include "core/comm/flight_recorder.hpp"
 
 #include <cstdio>
-#include <fstream>
 
+#include "core/base/file_io.hpp"
 #include "core/comm/comm_common.hpp"
 #include "core/trace/recorder.hpp"
 
@@ -108,18 +108,12 @@ bool write_flight_file(const std::string& path, const std::string& reason,
                             {"collective_timeout_s", timeout_s},
                             {"time_ns", trace_now_ns()},
                             {"ranks", ranks}};
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    if (!f) return false;
-    f << j.dump(1) << "\n";
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      return false;
-    }
+  try {
+    write_file_atomic(path, j.dump(1) + "\n", "flight record");
+  } catch (const std::exception&) {
+    return false;
   }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
+  return true;
 }
 
 }  // namespace shardlab

@@ -90,8 +90,9 @@ class FlightRecorder {
 
 nlohmann::json record_to_json(const CollectiveRecord& r);
 
-// Writes <path> atomically (temporary file, rename): the watchdog's reason and every rank's
-// records it could see. Returns false (after printing nothing) when the file cannot be written:
+// Writes <path> atomically (write_file_atomic): the watchdog's reason and every rank's records it
+// could see. Returns false (after printing nothing) when the file cannot be written or `path` is
+// not a regular file:
 // the failure being reported matters more than its dump.
 bool write_flight_file(const std::string& path, const std::string& reason,
                        const std::string& backend, double timeout_s,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/base/error.hpp"
+#include "core/base/virtual_clock.hpp"
 #include "core/comm/comm_common.hpp"
 #include "core/comm/flight_recorder.hpp"
 #include "core/comm/topology.hpp"
@@ -73,10 +74,10 @@ void SimStream::progress(int64_t now, const SimOp* until) {
     const std::shared_ptr<SimOp> op = p.op.lock();
     if (op) {
       op->times.t_start = t;
-      op->times.t_end = t + p.duration;
+      op->times.t_end = virtual_add_saturated(t, p.duration);  // may run in ~SimOp: no throw
       op->pending = false;
     }
-    t += p.duration;
+    t = virtual_add_saturated(t, p.duration);
     free_ns = t;
     if (until != nullptr && op.get() == until) break;
   }
@@ -111,7 +112,7 @@ class SimComm final : public Communicator {
     } else {
       stream_->progress(clock_.now_ns, nullptr);  // a blocking call progresses the pending ones
       w->times.t_start = std::max(clock_.now_ns, stream_->free_ns);
-      w->times.t_end = w->times.t_start + duration;
+      w->times.t_end = virtual_add(w->times.t_start, duration, comm_op_name(c.op));
       stream_->free_ns = w->times.t_end;
     }
     flight_->ended(c.seq, true, -1);

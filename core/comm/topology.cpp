@@ -5,6 +5,8 @@
 #include <cmath>
 #include <map>
 
+#include "core/base/virtual_clock.hpp"
+
 namespace shardlab {
 
 namespace {
@@ -83,7 +85,7 @@ GroupPlacement place_group(const ClusterSpec& s, const std::vector<int>& world_r
 }
 
 int64_t collective_ns(const ClusterSpec& s, const GroupPlacement& g, CommOp op, int64_t bytes) {
-  return static_cast<int64_t>(std::llround(seconds(s, g, op, static_cast<double>(bytes)) * 1e9));
+  return virtual_ns(seconds(s, g, op, static_cast<double>(bytes)), comm_op_name(op));
 }
 
 std::string collective_algorithm(const ClusterSpec& s, const GroupPlacement& g, CommOp op,

@@ -9,6 +9,8 @@
 
 #include "core/base/error.hpp"
 #include "core/base/file_io.hpp"
+#include "core/base/json_read.hpp"
+#include "core/base/suggest.hpp"
 
 namespace shardlab {
 
@@ -56,6 +58,8 @@ struct Preset {
 };
 const Preset kPresets[] = {{"h100-sxm", kH100}, {"a100-40gb", kA100}};
 
+constexpr int64_t kMaxClusterFileBytes = int64_t(16) << 20;
+
 // ---- strict reads -----------------------------------------------------------------------------
 
 const nlohmann::json& field(const nlohmann::json& j, const std::string& key,
@@ -73,26 +77,68 @@ const nlohmann::json& object(const nlohmann::json& j, const std::string& key,
   return v;
 }
 
-// A number > 0 (or >= 0 with allow_zero), finite.
+// The physical range of a figure, in the spec's units: far beyond any device or link built, and
+// far above zero, so that the cost model's times stay finite and inside the virtual clock.
+struct Range {
+  double lo, hi;
+  const char* unit;
+};
+constexpr Range kFlopsRange = {1e-6, 1e6, "TFLOP/s"};         // 1 MFLOP/s .. 1 EFLOP/s
+constexpr Range kMemoryRange = {1.0 / 1024, 1e6, "GiB"};      // 1 MiB .. 1 PiB per device
+constexpr Range kDeviceBandwidthRange = {1e-3, 1e6, "GB/s"};  // 1 MB/s .. 1 PB/s
+constexpr Range kLinkBandwidthRange = {1e-3, 1e5, "GB/s"};    // 1 MB/s .. 100 TB/s
+constexpr Range kLatencyRange = {0, 1e6, "us"};               // up to 1 s per message
+constexpr Range kEfficiencyRange = {1e-3, 1, "of peak"};      // a fraction
+constexpr Range kHalfDimRange = {0, 1e6, "elements"};
+constexpr Range kLaunchRange = {0, 1e6, "us"};
+constexpr Range kTreeBytesRange = {0, 1125899906842624.0, "bytes"};  // 2^50
+constexpr int kMaxCount = 1 << 20;                                   // nodes, ranks per node
+constexpr int64_t kMaxClusterRanks = int64_t(1) << 24;               // nodes x ranks_per_node
+
+// A finite number inside `r`; the message names the field, the value and the range.
 double number(const nlohmann::json& j, const std::string& key, const std::string& path,
-              const std::string& where, bool allow_zero = false) {
+              const std::string& where, const Range& r) {
   const nlohmann::json& v = field(j, key, path, where);
   if (!v.is_number())
     SL_THROW(InvalidArgument, where, ": field '", path, "' must be a number, not ", v.dump());
   const double x = v.get<double>();
-  if (!std::isfinite(x) || x < 0 || (!allow_zero && x == 0))
+  if (!std::isfinite(x) || x < 0 || (r.lo > 0 && x == 0))
     SL_THROW(InvalidArgument, where, ": field '", path, "' = ", v.dump(), " must be ",
-             allow_zero ? ">= 0" : "> 0");
+             r.lo > 0 ? "> 0" : ">= 0");
+  if (r.hi == 1 && r.lo < 1 && x > 1)
+    SL_THROW(InvalidArgument, where, ": field '", path, "' = ", v.dump(), " must be in (0, 1]");
+  if (x < r.lo || x > r.hi)
+    SL_THROW(InvalidArgument, where, ": field '", path, "' = ", v.dump(),
+             " is outside the physical range [", r.lo, ", ", r.hi, "] ", r.unit);
   return x;
+}
+
+// Refuses a key of object `o` (at `path`, "" for the top) that is not in `known`: a typo such as
+// "gemm_eficiency" would otherwise leave the default silently in place. "source" (where the
+// figures come from) is welcome in every object.
+void check_keys(const nlohmann::json& o, const std::string& path,
+                const std::vector<std::string>& known, const std::string& where) {
+  for (auto it = o.begin(); it != o.end(); ++it) {
+    if (it.key() == "source" || std::find(known.begin(), known.end(), it.key()) != known.end())
+      continue;
+    std::string list;
+    for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+    SL_THROW(InvalidArgument, where, ": unknown field '", path.empty() ? "" : path + ".", it.key(),
+             "'", did_you_mean(it.key(), known), " (known", path.empty() ? "" : " in ", path, ": ",
+             list, ", source)");
+  }
 }
 
 int count(const nlohmann::json& j, const char* key, const std::string& where) {
   const nlohmann::json& v = field(j, key, key, where);
   if (!v.is_number_integer())
     SL_THROW(InvalidArgument, where, ": field '", key, "' must be an integer, not ", v.dump());
-  const int64_t x = v.get<int64_t>();
-  if (x < 1 || x > (1 << 20))
-    SL_THROW(InvalidArgument, where, ": field '", key, "' = ", x, " must be in [1, 1048576]");
+  const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMaxCount)
+                        ? int64_t(kMaxCount) + 1
+                        : v.get<int64_t>();
+  if (x < 1 || x > kMaxCount)
+    SL_THROW(InvalidArgument, where, ": field '", key, "' = ", v.dump(), " must be in [1, ",
+             kMaxCount, "]");
   return static_cast<int>(x);
 }
 
@@ -108,14 +154,17 @@ LinkRegime regime(const nlohmann::json& r, const std::string& path, bool bounded
                   const std::string& where) {
   if (!r.is_object())
     SL_THROW(InvalidArgument, where, ": field '", path, "' must be an object, not ", r.dump());
+  check_keys(r, path, {"bandwidth_GBps", "latency_us", "up_to_bytes"}, where);
   LinkRegime g;
-  g.bandwidth = number(r, "bandwidth_GBps", path + ".bandwidth_GBps", where) * 1e9;
-  g.latency = number(r, "latency_us", path + ".latency_us", where, true) * 1e-6;
+  g.bandwidth =
+      number(r, "bandwidth_GBps", path + ".bandwidth_GBps", where, kLinkBandwidthRange) * 1e9;
+  g.latency = number(r, "latency_us", path + ".latency_us", where, kLatencyRange) * 1e-6;
   if (bounded) {
     const nlohmann::json& u = field(r, "up_to_bytes", path + ".up_to_bytes", where);
-    if (!u.is_number_integer() || u.get<int64_t>() < 1)
+    if (!u.is_number_integer() ||
+        (u.is_number_unsigned() && u.get<uint64_t>() > (uint64_t(1) << 62)) || u.get<int64_t>() < 1)
       SL_THROW(InvalidArgument, where, ": field '", path, ".up_to_bytes' = ", u.dump(),
-               " must be an integer > 0 (every regime but the last has one)");
+               " must be an integer in [1, 2^62] (every regime but the last has one)");
     g.up_to_bytes = u.get<int64_t>();
   } else if (r.contains("up_to_bytes")) {
     SL_THROW(InvalidArgument, where, ": field '", path,
@@ -161,9 +210,11 @@ void link_collectives(const nlohmann::json& o, const std::string& k, Link& l,
 Link link(const nlohmann::json& j, const char* key, const std::string& where) {
   const nlohmann::json& o = object(j, key, where);
   const std::string k(key);
+  check_keys(o, k, {"bandwidth_GBps", "latency_us", "collectives"}, where);
   Link l;
-  l.bandwidth = number(o, "bandwidth_GBps", k + ".bandwidth_GBps", where) * 1e9;
-  l.latency = number(o, "latency_us", k + ".latency_us", where, true) * 1e-6;
+  l.bandwidth =
+      number(o, "bandwidth_GBps", k + ".bandwidth_GBps", where, kLinkBandwidthRange) * 1e9;
+  l.latency = number(o, "latency_us", k + ".latency_us", where, kLatencyRange) * 1e-6;
   if (o.contains("collectives")) link_collectives(o, k, l, where);
   return l;
 }
@@ -210,14 +261,24 @@ GemmMath parse_gemm_math(const std::string& s) {
 
 ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) SL_THROW(InvalidArgument, where, ": not a JSON object");
+  check_keys(
+      j, "",
+      {"name", "nodes", "ranks_per_node", "devices_per_node", "gpu", "intra_node", "inter_node",
+       "host_link", "host", "async_progress", "attention_causal_block", "efficiency"},
+      where);
   ClusterSpec c;
   c.json = j;
   c.name = text(j, "name", where);
   c.source = text(j, "source", where);
   c.nodes = count(j, "nodes", where);
   c.ranks_per_node = count(j, "ranks_per_node", where);
+  if (int64_t(c.nodes) * c.ranks_per_node > kMaxClusterRanks)
+    SL_THROW(InvalidArgument, where, ": nodes ", c.nodes, " x ranks_per_node ", c.ranks_per_node,
+             " = ", int64_t(c.nodes) * c.ranks_per_node, " ranks, more than the ", kMaxClusterRanks,
+             " (2^24) a simulated cluster may have");
   if (j.contains("devices_per_node")) c.devices_per_node = count(j, "devices_per_node", where);
   const nlohmann::json& gpu = object(j, "gpu", where);
+  check_keys(gpu, "gpu", {"name", "peak_tflops", "memory_GiB", "memory_bandwidth_GBps"}, where);
   c.gpu_name = gpu.contains("name") && gpu.at("name").is_string()
                    ? gpu.at("name").get<std::string>()
                    : std::string("gpu");
@@ -225,23 +286,27 @@ ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where
   if (!peak.is_object())
     SL_THROW(InvalidArgument, where, ": field 'gpu.peak_tflops' must be an object, not ",
              peak.dump());
+  check_keys(peak, "gpu.peak_tflops", {"fp32", "tf32", "bf16"}, where);
   for (GemmMath m : {GemmMath::fp32, GemmMath::tf32, GemmMath::bf16}) {
     const std::string k = gemm_math_name(m);
-    c.peak_flops[static_cast<int>(m)] = number(peak, k, "gpu.peak_tflops." + k, where) * 1e12;
+    c.peak_flops[static_cast<int>(m)] =
+        number(peak, k, "gpu.peak_tflops." + k, where, kFlopsRange) * 1e12;
   }
-  const double gib = number(gpu, "memory_GiB", "gpu.memory_GiB", where);
-  if (gib > 1e9)
-    SL_THROW(InvalidArgument, where, ": field 'gpu.memory_GiB' = ", gib, " is implausibly large");
+  const double gib = number(gpu, "memory_GiB", "gpu.memory_GiB", where, kMemoryRange);
   c.memory_bytes = static_cast<int64_t>(gib * 1024.0 * 1024.0 * 1024.0);
-  c.memory_bandwidth =
-      number(gpu, "memory_bandwidth_GBps", "gpu.memory_bandwidth_GBps", where) * 1e9;
+  c.memory_bandwidth = number(gpu, "memory_bandwidth_GBps", "gpu.memory_bandwidth_GBps", where,
+                              kDeviceBandwidthRange) *
+                       1e9;
   c.intra_node = link(j, "intra_node", where);
   c.inter_node = link(j, "inter_node", where);
   c.host_link = link(j, "host_link", where);
-  if (j.contains("host"))
-    c.host_memory_bandwidth = number(object(j, "host", where), "memory_bandwidth_GBps",
-                                     "host.memory_bandwidth_GBps", where) *
+  if (j.contains("host")) {
+    const nlohmann::json& host = object(j, "host", where);
+    check_keys(host, "host", {"memory_bandwidth_GBps"}, where);
+    c.host_memory_bandwidth = number(host, "memory_bandwidth_GBps", "host.memory_bandwidth_GBps",
+                                     where, kDeviceBandwidthRange) *
                               1e9;
+  }
   if (j.contains("async_progress")) {
     const nlohmann::json& v = j.at("async_progress");
     if (!v.is_boolean())
@@ -259,31 +324,26 @@ ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where
   }
   if (j.contains("efficiency")) {
     const nlohmann::json& e = object(j, "efficiency", where);
+    check_keys(e, "efficiency",
+               {"gemm_efficiency", "gemm_half_dim", "memory_efficiency", "kernel_launch_us",
+                "tree_allreduce_max_bytes", "lockstep_compute_efficiency", "kernel_efficiency"},
+               where);
     CostModel& m = c.cost;
-    const auto opt = [&](const char* key, double& out, bool allow_zero) {
-      if (e.contains(key))
-        out = number(e, key, std::string("efficiency.") + key, where, allow_zero);
+    const auto opt = [&](const char* key, double& out, const Range& r) {
+      if (e.contains(key)) out = number(e, key, std::string("efficiency.") + key, where, r);
     };
-    opt("gemm_efficiency", m.gemm_efficiency, false);
-    opt("gemm_half_dim", m.gemm_half_dim, true);
-    opt("memory_efficiency", m.memory_efficiency, false);
-    opt("kernel_launch_us", m.kernel_launch_us, true);
-    opt("tree_allreduce_max_bytes", m.tree_allreduce_max_bytes, true);
-    opt("lockstep_compute_efficiency", m.lockstep_compute_efficiency, false);
+    opt("gemm_efficiency", m.gemm_efficiency, kEfficiencyRange);
+    opt("gemm_half_dim", m.gemm_half_dim, kHalfDimRange);
+    opt("memory_efficiency", m.memory_efficiency, kEfficiencyRange);
+    opt("kernel_launch_us", m.kernel_launch_us, kLaunchRange);
+    opt("tree_allreduce_max_bytes", m.tree_allreduce_max_bytes, kTreeBytesRange);
+    opt("lockstep_compute_efficiency", m.lockstep_compute_efficiency, kEfficiencyRange);
     if (e.contains("kernel_efficiency")) {
       const nlohmann::json& k = object(e, "kernel_efficiency", where);
-      for (auto it = k.begin(); it != k.end(); ++it) {
-        const std::string field = "efficiency.kernel_efficiency." + it.key();
-        const double v = number(k, it.key(), field, where, false);
-        if (v > 1.0)
-          SL_THROW(InvalidArgument, where, ": field '", field, "' = ", v, " must be in (0, 1]");
-        m.kernel_efficiency[it.key()] = v;
-      }
+      for (auto it = k.begin(); it != k.end(); ++it)
+        m.kernel_efficiency[it.key()] = number(
+            k, it.key(), "efficiency.kernel_efficiency." + it.key(), where, kEfficiencyRange);
     }
-    for (const char* key : {"gemm_efficiency", "memory_efficiency", "lockstep_compute_efficiency"})
-      if (e.contains(key) && e.at(key).get<double>() > 1.0)
-        SL_THROW(InvalidArgument, where, ": field 'efficiency.", key, "' = ", e.at(key).dump(),
-                 " must be in (0, 1]");
   }
   return c;
 }
@@ -326,14 +386,13 @@ ClusterSpec load_cluster_spec(const std::string& name_or_path) {
       return parse_cluster_spec(nlohmann::json::parse(p.json), "cluster preset " + name_or_path);
   if (!path_exists(name_or_path)) cluster_preset_json(name_or_path);  // throws: unknown preset
   const std::string where = "cluster file " + name_or_path;
-  std::string body;
+  nlohmann::json j;
   try {
-    body = read_text_file(name_or_path);
-  } catch (const Error& e) {
-    SL_THROW(InvalidArgument, where, ": ", e.what());
+    // A FIFO or a device is refused without blocking; a spec is a few KiB, 16 MiB is damage.
+    j = parse_json_strict(read_text_file(name_or_path, kMaxClusterFileBytes), where);
+  } catch (const IoError& e) {
+    throw InvalidArgument(e.what());  // already names the file, and where it was thrown
   }
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded()) SL_THROW(InvalidArgument, where, ": not valid JSON");
   return parse_cluster_spec(j, where);
 }
 

@@ -5,11 +5,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/base/virtual_clock.hpp"
+
 namespace shardlab {
 
 namespace {
 
-int64_t to_ns(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1e9)); }
+int64_t to_ns(double seconds) { return virtual_ns(seconds, "simulated device"); }
 
 double saturation(double d, double half) { return d / (d + half); }
 

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/base/virtual_clock.hpp"
+
 #include "core/device/device_model.hpp"
 
 namespace shardlab {
@@ -55,7 +57,7 @@ void MetaDevice::charge_kernel(int64_t bytes, const char* kernel) {
 void MetaDevice::advance_compute(int64_t ns) {
   clock_.advance(compute_rate_ == 1.0
                      ? ns
-                     : static_cast<int64_t>(std::llround(static_cast<double>(ns) / compute_rate_)));
+                     : virtual_ns(static_cast<double>(ns) * 1e-9 / compute_rate_, "meta device"));
 }
 
 void MetaDevice::copy(void* dst, const void* src, int64_t bytes) {

@@ -12,6 +12,11 @@
 
 namespace shardlab {
 
+// The most transformer blocks `plan` and `simulate` take. The meta device holds no memory, but
+// the engine still keeps each unit's layout and schedule on the host; without a bound, --n-layer
+// 1000000000 grew that without limit. 2^16 blocks is far beyond any published model (~100-200).
+inline constexpr int kMaxSimulatedLayers = 1 << 16;
+
 enum class ModelFamily { gpt2, llama };
 const char* model_family_name(ModelFamily f);  // "gpt2", "llama"
 

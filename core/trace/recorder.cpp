@@ -10,7 +10,10 @@
 #include <cstring>
 #include <mutex>
 
+#include <unistd.h>
+
 #include "core/base/error.hpp"
+#include "core/base/file_io.hpp"
 #include "core/base/virtual_clock.hpp"
 #include "core/trace/json_line.hpp"
 
@@ -93,9 +96,14 @@ Recorder::Recorder(int rank, const std::string& jsonl_path)
     : impl_(std::make_unique<Impl>()), rank_(rank), enabled_(true) {
   impl_->path = jsonl_path;
   if (!jsonl_path.empty()) {
-    impl_->file = std::fopen(jsonl_path.c_str(), "ab");
-    if (!impl_->file)
-      SL_THROW(IoError, jsonl_path, ": cannot open for appending: ", std::strerror(errno));
+    // A FIFO, a device or a link where the rank file belongs is refused (file_io.hpp).
+    const int fd = FileHandle::open_append(jsonl_path).release();
+    impl_->file = ::fdopen(fd, "ab");
+    if (!impl_->file) {
+      const int err = errno;
+      ::close(fd);
+      SL_THROW(IoError, jsonl_path, ": cannot open for appending: ", std::strerror(err));
+    }
   }
 }
 

@@ -3,16 +3,17 @@
 #include "core/trace/run_reader.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <limits>
 
 #include "core/base/error.hpp"
+#include "core/base/file_io.hpp"
 #include "core/base/json_get.hpp"
+#include "core/base/json_read.hpp"
+#include "core/base/virtual_clock.hpp"
 
 namespace shardlab {
 
@@ -56,78 +57,40 @@ double number_or_nan(const json& v) {
 
 // Bounds on an event's integers. A file is user input: 1.5 or 1e30 where an integer belongs is a
 // malformed line, not a truncated value, and the bounds keep the summary's differences and sums
-// of times and bytes far from int64 overflow (2^60 ns is 36 years; 2^60 bytes is 1 EiB).
-constexpr int64_t kMaxTime = int64_t(1) << 60;
+// of times and bytes far from int64 overflow (2^60 ns is 36 years; 2^60 bytes is 1 EiB). Times
+// are never negative: the recorder's clock starts at the run's start (a simulated run's virtual
+// clock at 0, below kMaxVirtualNs, the same bound).
+constexpr int64_t kMaxTime = kMaxVirtualNs;
 constexpr int64_t kMaxBytes = int64_t(1) << 60;
 constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 
-// Adds one event line to `rt`. Returns "" when the line was added (or is of an unknown kind: a
-// newer writer), else why it is malformed (not JSON, a missing, mistyped or out-of-range field,
-// another rank's event), starting with `where` ("rank0.jsonl:12").
-std::string add_event_line(const std::string& line, int rank, RankTrace& rt,
-                           const std::string& where) {
-  json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    return where + ": malformed event line (not a JSON object)";
-  try {
-    const int64_t line_rank = json_int(j, "rank", where, 0, kMaxInt);
-    if (line_rank != rank)
-      return where + ": malformed event line (an event of rank " + std::to_string(line_rank) + ")";
-    const int64_t t = json_int(j, "t", where, -kMaxTime, kMaxTime);
-    const std::string kind = json_string(j, "kind", where);
-    int64_t t_seen = t;
-    if (kind == "mem") {
-      // "tier": "host" for the host-memory tier (--offload); absent in device events and runs
-      // recorded before there was a host tier.
-      bool host = false;
-      if (j.contains("tier")) {
-        const std::string tier = json_string(j, "tier", where);
-        if (tier != "host" && tier != "device")
-          return where + ": malformed event line (unknown memory tier '" + tier + "')";
-        host = tier == "host";
-      }
-      (host ? rt.host_mem : rt.mem)
-          .push_back({t, parse_mem_category(json_string(j, "category", where)),
-                      json_int(j, "bytes", where, -kMaxBytes, kMaxBytes),
-                      json_int(j, "cat_total", where, -kMaxBytes, kMaxBytes),
-                      json_int(j, "total", where, -kMaxBytes, kMaxBytes)});
-    } else if (kind == "span") {
-      SpanEvent s;
-      s.lane = parse_lane(json_string(j, "lane", where));
-      s.op = json_string(j, "op", where);
-      s.unit = static_cast<int>(json_int(j, "unit", where, -1, kMaxInt));
-      s.bytes = json_int(j, "bytes", where, 0, kMaxBytes);
-      s.dtype = parse_dtype(json_string(j, "dtype", where));
-      s.t_issue = json_int(j, "t_issue", where, -kMaxTime, kMaxTime);
-      s.t_start = json_int(j, "t_start", where, -kMaxTime, kMaxTime);
-      s.t_end = json_int(j, "t_end", where, -kMaxTime, kMaxTime);
-      s.t_wait = json_int(j, "t_wait", where, -kMaxTime, kMaxTime);
-      if (j.contains("wait")) {
-        s.wait_ns = json_int(j, "wait", where, 0, kMaxTime);
-        s.last_rank = static_cast<int>(json_int(j, "last", where, 0, kMaxInt));
-      }
-      if (j.contains("sent")) s.sent = json_int(j, "sent", where, 0, kMaxBytes);
-      t_seen = std::max(t_seen, s.t_end);
-      rt.spans.push_back(std::move(s));
-    } else if (kind == "unit") {
-      rt.units.push_back({t, static_cast<int>(json_int(j, "unit", where, -1, kMaxInt)),
-                          parse_unit_state(json_string(j, "state", where))});
-    } else if (kind == "step") {
-      rt.steps.push_back({t, static_cast<int>(json_int(j, "step", where, 0, kMaxInt)),
-                          number_or_nan(j.at("loss")), json_int(j, "tokens", where, 0, kMaxBytes),
-                          number_or_nan(j.at("step_time"))});
-    } else if (kind == "mark") {
-      rt.marks.push_back({t, json_string(j, "text", where)});
-    } else {
-      return "";
-    }
-    rt.t_last = std::max(rt.t_last, t_seen);
-    return "";
-  } catch (const IoError& e) {
-    return e.what();  // json_int / json_string: already names where and the field
-  } catch (const std::exception& e) {
-    return where + ": malformed event line (" + e.what() + ")";
-  }
+std::string impossible(const std::string& where, const std::string& why) {
+  return where + ": impossible event (" + why + ")";
+}
+
+// What a writer guarantees and a reader can check, beyond each field's range (so a summary never
+// computes on what cannot be): "" when `e` may follow `rt`'s events, else why not.
+std::string mem_problem(const std::vector<MemEvent>& before, const MemEvent& e) {
+  if (e.cat_total < 0 || e.total < 0)
+    return "negative memory total: cat_total " + std::to_string(e.cat_total) + ", total " +
+           std::to_string(e.total);
+  if (e.cat_total > e.total)
+    return "the category's total " + std::to_string(e.cat_total) + " exceeds the rank's total " +
+           std::to_string(e.total);
+  // The tracker emits its changes in order, under its lock: a replay depends on that order.
+  if (!before.empty() && e.t < before.back().t)
+    return "t " + std::to_string(e.t) + " before the previous memory event's t " +
+           std::to_string(before.back().t) + ": lines out of order";
+  return "";
+}
+
+std::string span_problem(const SpanEvent& s) {
+  if (s.t_start < s.t_issue || s.t_end < s.t_start)
+    return "a span must satisfy t_issue <= t_start <= t_end, not " + std::to_string(s.t_issue) +
+           ", " + std::to_string(s.t_start) + ", " + std::to_string(s.t_end);
+  if (s.t_wait != -1 && s.t_wait < s.t_issue)
+    return "t_wait " + std::to_string(s.t_wait) + " before t_issue " + std::to_string(s.t_issue);
+  return "";
 }
 
 // Parses the complete lines of `pending` into `rt` and leaves the incomplete tail in it.
@@ -145,8 +108,8 @@ int64_t consume_lines(std::string& pending, int rank, RankTrace& rt, int64_t& li
     ++line_no;
     ++consumed;
     if (end > begin) {
-      const std::string why = add_event_line(pending.substr(begin, end - begin), rank, rt,
-                                             name + ":" + std::to_string(line_no));
+      const std::string why = add_run_event_line(pending.substr(begin, end - begin), rank, rt,
+                                                 name + ":" + std::to_string(line_no));
       if (!why.empty()) on_bad(line_no, why);
     }
     begin = nl + 1;
@@ -157,19 +120,15 @@ int64_t consume_lines(std::string& pending, int rank, RankTrace& rt, int64_t& li
 
 // Bytes [offset, end of file) of `path` into `out`. Returns "" on success, else why not, for a
 // message that names the file: a directory (or a FIFO, which would block) where a file belongs
-// is reported, never read; libstdc++ would throw "basic_filebuf::underflow ... Is a directory".
+// is reported, never read (read_file_from opens regular files only, without blocking).
 std::string read_from(const fs::path& path, int64_t offset, std::string& out) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st)) return "missing";
   if (fs::is_directory(st)) return "is a directory, not a file";
   if (!fs::is_regular_file(st)) return "is not a regular file";
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return std::string("cannot open: ") + std::strerror(errno);
-  f.seekg(offset);
-  if (!f) return "cannot seek";
   try {
-    out.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    out = read_file_from(path.string(), offset, std::numeric_limits<int64_t>::max());
   } catch (const std::exception& e) {
     return std::string("cannot read: ") + e.what();
   }
@@ -212,6 +171,95 @@ int meta_world_size(const json& meta, const std::string& where) {
 
 }  // namespace
 
+// Adds one event line to `rt`. Returns "" when the line was added, else why it is malformed (not
+// JSON, a missing, mistyped or out-of-range field, another rank's event, an unknown kind) or
+// impossible (a span ending before it starts, a negative total, events out of order, a step
+// repeated), starting with `where` ("rank0.jsonl:12").
+std::string add_run_event_line(const std::string& line, int rank, RankTrace& rt,
+                               const std::string& where) {
+  const std::string deep = json_depth_problem(line);
+  if (!deep.empty()) return where + ": malformed event line (" + deep + ")";
+  json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return where + ": malformed event line (not a JSON object)";
+  try {
+    const int64_t line_rank = json_int(j, "rank", where, 0, kMaxInt);
+    if (line_rank != rank)
+      return where + ": malformed event line (an event of rank " + std::to_string(line_rank) + ")";
+    const int64_t t = json_int(j, "t", where, 0, kMaxTime);
+    const std::string kind = json_string(j, "kind", where);
+    int64_t t_seen = t;
+    if (kind == "mem") {
+      // "tier": "host" for the host-memory tier (--offload); absent in device events and runs
+      // recorded before there was a host tier.
+      bool host = false;
+      if (j.contains("tier")) {
+        const std::string tier = json_string(j, "tier", where);
+        if (tier != "host" && tier != "device")
+          return where + ": malformed event line (unknown memory tier '" + tier + "')";
+        host = tier == "host";
+      }
+      std::vector<MemEvent>& mem = host ? rt.host_mem : rt.mem;
+      const MemEvent e{t, parse_mem_category(json_string(j, "category", where)),
+                       json_int(j, "bytes", where, -kMaxBytes, kMaxBytes),
+                       json_int(j, "cat_total", where, -kMaxBytes, kMaxBytes),
+                       json_int(j, "total", where, -kMaxBytes, kMaxBytes)};
+      const std::string bad = mem_problem(mem, e);
+      if (!bad.empty()) return impossible(where, bad);
+      mem.push_back(e);
+    } else if (kind == "span") {
+      SpanEvent s;
+      s.lane = parse_lane(json_string(j, "lane", where));
+      s.op = json_string(j, "op", where);
+      s.unit = static_cast<int>(json_int(j, "unit", where, -1, kMaxRunUnits - 1));
+      s.bytes = json_int(j, "bytes", where, 0, kMaxBytes);
+      s.dtype = parse_dtype(json_string(j, "dtype", where));
+      s.t_issue = json_int(j, "t_issue", where, 0, kMaxTime);
+      s.t_start = json_int(j, "t_start", where, 0, kMaxTime);
+      s.t_end = json_int(j, "t_end", where, 0, kMaxTime);
+      s.t_wait = json_int(j, "t_wait", where, -1, kMaxTime);
+      const std::string bad = span_problem(s);
+      if (!bad.empty()) return impossible(where, bad);
+      if (j.contains("wait")) {
+        s.wait_ns = json_int(j, "wait", where, 0, kMaxTime);
+        s.last_rank = static_cast<int>(json_int(j, "last", where, 0, kMaxInt));
+      }
+      if (j.contains("sent")) s.sent = json_int(j, "sent", where, 0, kMaxBytes);
+      t_seen = std::max(t_seen, s.t_end);
+      rt.spans.push_back(std::move(s));
+    } else if (kind == "unit") {
+      rt.units.push_back({t, static_cast<int>(json_int(j, "unit", where, -1, kMaxRunUnits - 1)),
+                          parse_unit_state(json_string(j, "state", where))});
+    } else if (kind == "step") {
+      const StepEvent e{t, static_cast<int>(json_int(j, "step", where, 0, kMaxInt)),
+                        number_or_nan(j.at("loss")), json_int(j, "tokens", where, 0, kMaxBytes),
+                        number_or_nan(j.at("step_time"))};
+      // A rank runs each step once, in order: a repeated step would be counted twice (tokens
+      // per step halved), one out of order would move the step table.
+      if (!rt.steps.empty() && e.step <= rt.steps.back().step)
+        return impossible(where, "step " + std::to_string(e.step) + " after step " +
+                                     std::to_string(rt.steps.back().step) +
+                                     ": a rank's steps only increase");
+      if (e.step_time < 0 || std::isinf(e.step_time))
+        return impossible(
+            where, "step_time " + j.at("step_time").dump() + " (a duration: finite and >= 0)");
+      rt.steps.push_back(e);
+    } else if (kind == "mark") {
+      rt.marks.push_back({t, json_string(j, "text", where)});
+    } else {
+      // Never dropped silently: a newer writer's kind is named, as any line this reader cannot
+      // take.
+      return where + ": malformed event line (unknown kind '" + kind.substr(0, 64) + "')";
+    }
+    rt.t_last = std::max(rt.t_last, t_seen);
+    return "";
+  } catch (const IoError& e) {
+    return e.what();  // json_int / json_string: already names where and the field
+  } catch (const std::exception& e) {
+    return where + ": malformed event line (" + e.what() + ")";
+  }
+}
+
 // ---- RunReader ----------------------------------------------------------------------------------
 
 RunReader::RunReader(std::string dir, bool wait_for_start) {
@@ -231,7 +279,8 @@ bool RunReader::read_meta(const std::string& dir_name, bool& waiting, std::strin
     waiting = true;
     return false;
   }
-  json m = json::parse(text, nullptr, false);
+  json m = json_depth_problem(text).empty() ? json::parse(text, nullptr, false)
+                                            : json(json::value_t::discarded);
   if (m.is_discarded() || !m.is_object()) {
     problem_ = "meta.json: malformed, will retry";
     waiting = true;
@@ -303,7 +352,8 @@ bool RunReader::read_summary(const std::string& dir_name) {
   if (!data_.summary.empty()) return false;
   std::string text;
   if (!read_from(fs::path(dir_name) / "summary.json", 0, text).empty()) return false;
-  json s = json::parse(text, nullptr, false);
+  json s = json_depth_problem(text).empty() ? json::parse(text, nullptr, false)
+                                            : json(json::value_t::discarded);
   if (s.is_discarded() || !s.is_object() || s.empty()) return false;
   data_.summary = std::move(s);
   return true;
@@ -363,10 +413,17 @@ RunData read_run(const std::string& dir) {
     SL_THROW(IoError, meta_path.string(),
              ": missing (not a run directory, or the run never started)");
   if (!why.empty()) SL_THROW(IoError, meta_path.string(), ": ", why);
-  run.meta = json::parse(text, nullptr, false);
-  if (run.meta.is_discarded() || !run.meta.is_object())
-    SL_THROW(IoError, meta_path.string(), ": not a JSON object");
+  run.meta = parse_json_strict(text, meta_path.string());
+  if (!run.meta.is_object()) SL_THROW(IoError, meta_path.string(), ": not a JSON object");
   const int world = meta_world_size(run.meta, meta_path.string());
+  // A simulated run stands for `ranks` ranks and holds rank `rank`'s timeline.
+  if (run.meta.contains("simulated")) {
+    const json& sim = run.meta.at("simulated");
+    const std::string where = meta_path.string() + ": simulated";
+    if (!sim.is_object()) SL_THROW(IoError, where, ": must be an object, not ", sim.dump());
+    const int64_t n = json_int(sim, "ranks", where, 1, kMaxSimulatedRanks);
+    json_int(sim, "rank", where, 0, n - 1);
+  }
 
   const auto rank_files = list_rank_files(dir, ec);
   if (ec) SL_THROW(IoError, dir, ": cannot list: ", ec.message());
@@ -403,9 +460,8 @@ RunData read_run(const std::string& dir) {
   const fs::path summary_path = fs::path(dir) / "summary.json";
   why = read_from(summary_path, 0, text);
   if (why.empty()) {
-    run.summary = json::parse(text, nullptr, false);
-    if (run.summary.is_discarded() || !run.summary.is_object())
-      SL_THROW(IoError, summary_path.string(), ": not a JSON object");
+    run.summary = parse_json_strict(text, summary_path.string());
+    if (!run.summary.is_object()) SL_THROW(IoError, summary_path.string(), ": not a JSON object");
   } else if (why != "missing") {
     SL_THROW(IoError, summary_path.string(), ": ", why);
   }

@@ -18,6 +18,12 @@ namespace shardlab {
 // The most ranks a run directory may describe. A damaged meta.json ("world_size": 2000000000) or a
 // stray rank999999.jsonl must not make the summary or the viewer size tables for millions of ranks.
 constexpr int kMaxRunRanks = 4096;
+// Unit indices an event may carry: [-1, kMaxRunUnits) (-1: none). A unit is what a wrap policy
+// gathers together; the viewer keeps a strip per unit index, so an index of 2e9 was 48 GB.
+constexpr int kMaxRunUnits = 65536;
+// The most ranks a simulated run may stand for (meta.json "simulated": {"ranks": N, "rank": r}):
+// a cluster spec's bound on nodes x ranks_per_node (core/device/cluster_spec.cpp).
+constexpr int64_t kMaxSimulatedRanks = int64_t(1) << 24;
 
 struct MemEvent {
   int64_t t;
@@ -118,5 +124,12 @@ class RunReader {
 // world_size, the non-empty rank files must be rank0 .. rank<K-1>. Empty rank files hold nothing
 // and are ignored. Integer fields must be JSON integers within range (core/base/json_get.hpp).
 RunData read_run(const std::string& dir);
+
+// One line of rank `rank`'s file added to `rt`, as both readers take each line: "" when added,
+// else why not (malformed: not JSON, a field missing, mistyped or out of range, another rank's
+// event, an unknown kind; impossible: a span ending before it starts, a negative total, events
+// out of order, a step repeated), starting with `where` ("rank0.jsonl:12").
+std::string add_run_event_line(const std::string& line, int rank, RankTrace& rt,
+                               const std::string& where);
 
 }  // namespace shardlab

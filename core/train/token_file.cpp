@@ -1,13 +1,7 @@
 // Reading and writing llm.c token shards, and reading raw files, with errors that name the file.
 #include "core/train/token_file.hpp"
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
 #include "core/base/error.hpp"
 #include "core/base/file_io.hpp"
@@ -16,33 +10,19 @@ namespace shardlab {
 
 namespace {
 
-std::string errno_text() { return std::strerror(errno); }
-
-// Opens path for binary reading and returns its size; throws IoError naming the file.
-std::ifstream open_for_read(const std::string& path, int64_t* size) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    SL_THROW(IoError, "data file '", path, "' is a directory");
-  errno = 0;
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) SL_THROW(IoError, "cannot open data file '", path, "': ", errno_text());
-  *size = static_cast<int64_t>(in.tellg());
-  if (*size < 0) SL_THROW(IoError, "cannot read data file '", path, "'");
-  in.seekg(0);
-  return in;
-}
+// A regular file opened for reading: a directory or a FIFO is refused, never blocked on.
+FileHandle open_for_read(const std::string& path) { return FileHandle::open_read(path); }
 
 }  // namespace
 
 std::vector<uint16_t> read_token_file(const std::string& path) {
-  int64_t size = 0;
-  std::ifstream in = open_for_read(path, &size);
+  const FileHandle in = open_for_read(path);
+  const int64_t size = in.size();
   if (size < kTokenFileHeaderBytes)
     SL_THROW(IoError, "token file '", path, "': ", size, " bytes, shorter than the ",
              kTokenFileHeaderBytes, "-byte header of an llm.c .bin shard");
   int32_t header[kTokenFileHeaderInts];
-  in.read(reinterpret_cast<char*>(header), kTokenFileHeaderBytes);
-  if (!in) SL_THROW(IoError, "token file '", path, "': reading the header failed");
+  in.read_at(header, kTokenFileHeaderBytes, 0);
   if (header[0] != kTokenFileMagic)
     SL_THROW(IoError, "token file '", path, "': bad magic ", header[0], " (expected ",
              kTokenFileMagic, ", an llm.c .bin token shard)");
@@ -59,8 +39,7 @@ std::vector<uint16_t> read_token_file(const std::string& path) {
     SL_THROW(IoError, "token file '", path, "': header says ", count, " tokens, expected ",
              expected, " bytes, file has ", size, " (trailing data)");
   std::vector<uint16_t> tokens(static_cast<size_t>(count));
-  in.read(reinterpret_cast<char*>(tokens.data()), 2 * count);
-  if (!in) SL_THROW(IoError, "token file '", path, "': reading ", count, " tokens failed");
+  in.read_at(tokens.data(), 2 * count, kTokenFileHeaderBytes);
   return tokens;
 }
 
@@ -79,11 +58,9 @@ void write_token_file(const std::string& path, const std::vector<uint16_t>& toke
 }
 
 std::vector<uint8_t> read_file_bytes(const std::string& path) {
-  int64_t size = 0;
-  std::ifstream in = open_for_read(path, &size);
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  in.read(reinterpret_cast<char*>(bytes.data()), size);
-  if (!in && size > 0) SL_THROW(IoError, "reading data file '", path, "' failed");
+  const FileHandle in = open_for_read(path);
+  std::vector<uint8_t> bytes(static_cast<size_t>(in.size()));
+  in.read_at(bytes.data(), static_cast<int64_t>(bytes.size()), 0);
   return bytes;
 }
 

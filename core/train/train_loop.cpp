@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -20,6 +21,7 @@
 #include "core/trace/summary.hpp"
 #include "core/train/corpus.hpp"
 #include "core/train/data_loader.hpp"
+#include "core/train/divergence.hpp"
 #include "core/train/engine_stepper.hpp"
 #include "core/train/train_checkpoint.hpp"
 #include "core/train/train_output.hpp"
@@ -175,6 +177,10 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
   double ckpt_seconds = 0.0;
   if (printer) print_step_header(out, cfg.engine.offload != Offload::none);
 
+  // The loss is the world mean, the same on every rank: every rank reaches the same verdict. A
+  // simulated rank's loss is no value at all: nothing to watch.
+  DivergenceWatch watch(ctx.device->holds_data() ? cfg.divergence
+                                                 : DivergenceOptions{DivergenceMode::off});
   const double t0 = now_s();
   double t_line = t0;
   double loss_sum = 0.0;
@@ -185,6 +191,10 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
     ctx.flight()->set_step(s + 1);
     if (ctx.rank == cfg.hang_rank.rank && s + 1 == cfg.hang_rank.step)
       std::this_thread::sleep_for(std::chrono::duration<double>(cfg.hang_rank.seconds));
+    if (ctx.rank == cfg.kill_rank.rank && s + 1 == cfg.kill_rank.step) {
+      ctx.recorder->flush();
+      std::raise(SIGKILL);  // as a crash or the OOM killer would end it: no unwinding, no message
+    }
     const double t_step = now_s();
     const float loss = stepper.step(batch.inputs.data(), batch.targets.data(),
                                     static_cast<int>(batch.rows), static_cast<int>(batch.seq), lr);
@@ -193,6 +203,22 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
       SL_THROW(Error, "step ", s + 1, ": loss is ", loss, " (diverged: try a lower --lr than ",
                cfg.engine.optim.lr, ")");
     ctx.recorder->step(static_cast<int>(s + 1), loss, batch.rows * batch.seq, step_s);
+    const DivergenceWatch::Verdict verdict = watch.observe(s + 1, loss);
+    if (verdict != DivergenceWatch::Verdict::ok) {
+      const std::string what = watch.describe(loss);
+      ctx.recorder->mark("divergence watch: " + what);
+      if (verdict == DivergenceWatch::Verdict::diverged &&
+          cfg.divergence.mode == DivergenceMode::stop) {
+        ctx.recorder->flush();
+        SL_THROW(Error, "step ", s + 1, ": ", what, ": the run diverged (lower --lr, now ",
+                 cfg.engine.optim.lr, ", or set --clip); stopped before saving",
+                 last_ckpt.empty() ? std::string() : ", the last checkpoint is " + last_ckpt,
+                 " (--on-divergence warn keeps going; docs/reliability.md)");
+      }
+      if (printer && (watch.streak() == 1 || verdict == DivergenceWatch::Verdict::diverged))
+        out << "warning: step " << s + 1 << ": " << what
+            << (verdict == DivergenceWatch::Verdict::diverged ? ": the run diverged" : "") << "\n";
+    }
     ctx.recorder->flush();
     losses.push_back(loss);
     step_seconds.push_back(step_s);
@@ -211,7 +237,16 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
       loss_sum = 0.0;
       since_line = 0;
     }
-    if (cfg.save_every > 0 && ((s + 1) % cfg.save_every == 0 || s + 1 == cfg.steps)) {
+    const bool save_due =
+        cfg.save_every > 0 && ((s + 1) % cfg.save_every == 0 || s + 1 == cfg.steps);
+    // A suspect step is not saved (unless the user asked to keep going): `latest` never moves to
+    // a state whose loss is far above the best the run reached.
+    const bool suspect =
+        verdict != DivergenceWatch::Verdict::ok && cfg.divergence.mode == DivergenceMode::stop;
+    if (save_due && suspect && printer)
+      out << "not saved: step " << s + 1 << " (its loss is suspect; the last checkpoint is "
+          << (last_ckpt.empty() ? std::string("none") : last_ckpt) << ")\n";
+    if (save_due && !suspect) {
       const double t_save = now_s();
       // A compute-lane span: the save's barriers wait on file I/O, not on communication.
       ScopedSpan span(ctx.recorder, "checkpoint_save");

@@ -78,6 +78,14 @@ HangRank parse_hang_rank(const std::string& s) {
   return h;
 }
 
+KillRank parse_kill_rank(const std::string& s) {
+  const std::vector<double> f = fault_fields(s, "--kill-rank", 2, "RANK:STEP, e.g. 2:3");
+  KillRank k{fault_rank(f[0], s, "--kill-rank"), static_cast<int64_t>(f[1])};
+  if (f[1] < 1 || f[1] > 1e12 || f[1] != std::floor(f[1]))
+    SL_THROW(InvalidArgument, "--kill-rank '", s, "': the step must be an integer >= 1");
+  return k;
+}
+
 // ---- config -------------------------------------------------------------------------------------
 
 EngineConfig train_engine_defaults() {
@@ -159,6 +167,13 @@ void TrainConfig::validate() const {
   if (save_every > 0 && ckpt_dir.empty())
     SL_THROW(InvalidArgument, "--save-every ", save_every, " needs --ckpt-dir (where to save)");
   if (keep_last < 0) SL_THROW(InvalidArgument, "--keep-last ", keep_last, ": must be >= 0");
+  divergence.validate();
+  // One rank's process killed: only a job of several processes survives it to say so.
+  if (kill_rank.rank >= 0 && backend != "mpi")
+    SL_THROW(InvalidArgument,
+             "--kill-rank ends a rank's process: it needs --backend mpi under "
+             "mpirun (with --backend ",
+             backend, " every rank is in this one)");
   if (resume == "latest" && ckpt_dir.empty())
     SL_THROW(InvalidArgument, "--resume latest needs --ckpt-dir (whose newest checkpoint to load)");
   if (!resume.empty() && !init_from.empty())
@@ -170,6 +185,8 @@ void TrainConfig::validate() const {
   if (mem_limit < 0) SL_THROW(InvalidArgument, "--mem-limit ", mem_limit, ": must be >= 0");
   if (engine.hybrid_group > 0 && engine.strategy != Strategy::hybrid_shard)
     SL_THROW(InvalidArgument, hybrid_group_unused_message(engine.hybrid_group, engine.strategy));
+  if (engine.keep_root && !gathers_params_per_unit(engine.strategy))
+    SL_THROW(InvalidArgument, keep_root_unused_message(engine.strategy));
   // --ranks is the world size unless mpirun decides it (backend mpi, or nccl with one process per
   // GPU); then each rank checks the batch split against the MPI world.
   if (backend == "local" || backend == "sim" || (backend == "nccl" && !under_mpirun())) {
@@ -228,6 +245,13 @@ void TrainConfig::validate_simulation() const {
              "not apply");
 }
 
+std::string keep_root_unused_message(Strategy s) {
+  return detail::concat(
+      "--keep-root applies only to strategies that free a unit's gathered "
+      "parameters after forward (full_shard, hybrid_shard); ",
+      strategy_name(s), " keeps whole parameters: drop it");
+}
+
 std::string hybrid_group_unused_message(int group, Strategy s) {
   return detail::concat("--hybrid-group ", group, " applies only to --strategy hybrid_shard (this ",
                         "run's strategy is ", strategy_name(s),
@@ -250,6 +274,9 @@ std::string bytes_text(long double b) {
 }  // namespace
 
 void TrainConfig::check_sizes(const GPTConfig& m) const {
+  if (device == "meta" && m.n_layer > kMaxSimulatedLayers)
+    SL_THROW(InvalidArgument, "--n-layer ", m.n_layer, ": more than the ", kMaxSimulatedLayers,
+             " blocks a simulation takes (each block's layout and schedule is kept on the host)");
   const long double host = static_cast<long double>(host_memory_bytes());
   const std::string more =
       host > 0 ? ", more than this machine's " + bytes_text(host) + " of memory" : "";

@@ -20,6 +20,7 @@
 #include "core/fsdp/engine_config.hpp"
 #include "core/memory/tracker.hpp"
 #include "core/model/config.hpp"
+#include "core/train/divergence.hpp"
 #include "core/train/markov.hpp"
 
 namespace shardlab {
@@ -35,8 +36,15 @@ struct HangRank {
   int64_t step = 1;      // before this step (1-based) ...
   double seconds = 0.0;  // ... it sleeps this long, outside any collective
 };
+// Under mpirun: rank R's process kills itself (SIGKILL) before step STEP, as a crashed or
+// OOM-killed rank would end, to see what the others leave behind (--kill-rank R:STEP).
+struct KillRank {
+  int rank = -1;
+  int64_t step = 1;
+};
 SlowRank parse_slow_rank(const std::string& s);  // "R:F"
 HangRank parse_hang_rank(const std::string& s);  // "R:STEP:SECONDS"
+KillRank parse_kill_rank(const std::string& s);  // "R:STEP"
 
 enum class LrSchedule : uint8_t { constant, cosine };
 const char* lr_schedule_name(LrSchedule s);
@@ -111,6 +119,9 @@ struct TrainConfig {
   double collective_timeout = kDefaultCollectiveTimeoutS;  // seconds one collective may wait
   SlowRank slow_rank;
   HangRank hang_rank;
+  KillRank kill_rank;  // backend mpi only
+  // A loss that stays far above the best it reached (core/train/divergence.hpp).
+  DivergenceOptions divergence;
 
   // The model this config describes: preset plus overrides, validated (throws InvalidArgument
   // naming the field).
@@ -139,6 +150,8 @@ struct TrainConfig {
 // "--hybrid-group G applies only to --strategy hybrid_shard ...": validate() and the command line
 // (which also refuses an explicit --hybrid-group 0) say it the same way.
 std::string hybrid_group_unused_message(int group, Strategy s);
+// The message for --keep-root on a strategy that never frees its gathered parameters.
+std::string keep_root_unused_message(Strategy s);
 
 // One printed line of the loop.
 struct StepLine {

@@ -8,7 +8,6 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
@@ -16,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/base/file_io.hpp"
 #include "core/comm/launcher.hpp"
 #include "core/model/params.hpp"
 #include "core/trace/run_dir.hpp"
@@ -152,7 +152,7 @@ class Lesson {
     }
     std::printf("\nrun directory: %s (open it in the viewer: build/bin/shardlab-viewer %s)\n",
                 run_->path().c_str(), run_->path().c_str());
-    if (!opt_.json.empty()) std::ofstream(opt_.json) << out.dump(1) << "\n";
+    if (!opt_.json.empty()) write_file_atomic(opt_.json, out.dump(1) + "\n", "--json");
     if (failed) std::printf("%d check(s) FAILED\n", failed);
     return failed ? 1 : 0;
   }

@@ -15,6 +15,27 @@ exec(code)
 open(path, "w").write(json.dumps(j))
 PY
 }
+# ck_reseal FILE: gives an edited index.json the checksum of its new content (index_crc32c: the
+# CRC-32C of the compact JSON, keys sorted, of every other field), as a deliberate forger would, so
+# that the checks behind the checksum are reached.
+ck_reseal() {
+  python3 - "$1" <<'PY'
+import json, sys
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xFFFFFFFF
+path = sys.argv[1]
+j = json.load(open(path))
+j.pop("index_crc32c", None)
+text = json.dumps(j, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+j["index_crc32c"] = "%08x" % crc32c(text.encode())
+open(path, "w").write(json.dumps(j))
+PY
+}
 
 ck_copy latest_garbage
 python3 -c 'import sys; open(sys.argv[1], "wb").write(bytes((i * 97 + 13) % 256 for i in range(300)))' \
@@ -105,5 +126,38 @@ expect stale_leftovers_removed test ! -e "$WORK/stale/step-3.tmp-999999999" -a !
 # The loader position is an int64 the trainer seeks to: 2^64 - 1 is not one.
 ck_copy position_huge
 ck_edit "$WORK/position_huge/step-2/index.json" 'j["loader"]["position"] = 2**64 - 1'
+ck_reseal "$WORK/position_huge/step-2/index.json"
 bad loader_position_out_of_range "index.json: loader: field 'position' = 18446744073709551615 is out of range" \
   "$SHARDLAB" train --model tiny --steps 4 --resume "$WORK/position_huge/step-2" --trace off
+
+# The index's own checksum (index_crc32c): a value edited within its range passed every check,
+# so `inspect` said "checksums ok" and a resume started "at step 3" (never trained), or moved the
+# optimizer's step or the loader's position. A reformatted index still reads (the checksum is of
+# the content, keys sorted, not of the layout).
+ck_copy step_edited
+ck_edit "$WORK/step_edited/step-2/index.json" 'j["step"] = 3'
+bad index_step_edited_inspect "index.json: the index's checksum index_crc32c is [0-9a-f]+ but its content gives [0-9a-f]+" \
+  "$SHARDLAB" inspect "$WORK/step_edited"
+bad index_step_edited_resume "index.json: the index's checksum" \
+  "$SHARDLAB" train --model tiny --steps 4 --resume "$WORK/step_edited/step-2" --trace off
+ck_copy optimizer_step_edited
+ck_edit "$WORK/optimizer_step_edited/step-2/index.json" 'j["optimizer_step"] = 1'
+bad index_optimizer_step_edited "index.json: the index's checksum" \
+  "$SHARDLAB" train --model tiny --steps 4 --resume "$WORK/optimizer_step_edited/step-2" --trace off
+ck_copy position_edited
+ck_edit "$WORK/position_edited/step-2/index.json" 'j["loader"]["position"] += 64'
+bad index_loader_position_edited "index.json: the index's checksum" \
+  "$SHARDLAB" train --model tiny --steps 4 --resume "$WORK/position_edited/step-2" --trace off
+ck_copy reformatted
+ck_edit "$WORK/reformatted/step-2/index.json" 'pass'
+good index_reformatted_still_reads 'checksums +ok' "$SHARDLAB" inspect "$WORK/reformatted"
+
+# 10^5 levels of nesting in an index and in a safetensors header: a stack overflow before.
+ck_copy deep_index
+python3 -c 'import sys; p = sys.argv[1]; t = open(p).read(); open(p, "w").write(t.replace("{", "{\"deep\": " + "[" * 100000 + "]" * 100000 + ", ", 1))' \
+  "$WORK/deep_index/step-2/index.json"
+bad index_nested_1e5 'index.json: arrays and objects nest deeper than 64 levels' \
+  "$SHARDLAB" inspect "$WORK/deep_index"
+st_edit st_deep.safetensors 'head.replace("{", "{\"deep\": " + "[" * 100000 + "]" * 100000 + ", ", 1)'
+bad safetensors_header_nested_1e5 'st_deep.safetensors: header: arrays and objects nest deeper than 64 levels' \
+  "$SHARDLAB" train --model tiny --steps 1 --init-from "$WORK/st_deep.safetensors" --trace off

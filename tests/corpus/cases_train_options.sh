@@ -106,3 +106,36 @@ section "plan options"
 # 16 bytes per parameter into negative sizes in the table.
 bad plan_params_inf "error: --params inf: .* more than the 2\\^56" "$SHARDLAB" plan --params inf --ranks 8
 bad plan_params_wraps "error: --params 1e18: .* more than the 2\\^56" "$SHARDLAB" plan --params 1e18 --ranks 8
+
+# ---- options that were accepted and then ignored: refused, naming what they would not change --
+section "ignored options"
+bad keep_root_no_shard_train 'keep-root applies only to strategies that free .*no_shard keeps whole parameters' \
+  "$SHARDLAB" train --model tiny --steps 1 --strategy no_shard --keep-root --trace off
+bad keep_root_shard_grad_op_simulate 'keep-root applies only .*shard_grad_op keeps whole parameters' \
+  "$SHARDLAB" simulate --model tiny --ranks 8 --batch 8 --strategy shard_grad_op --keep-root --trace off
+bad keep_root_shard_optim_plan 'keep-root applies only to full_shard and hybrid_shard .*which this plan leaves out' \
+  "$SHARDLAB" plan --model tiny --ranks 4 --strategy shard_optim --keep-root
+bad plan_hybrid_group_full_shard 'hybrid-group 2 applies only to hybrid_shard, which this plan leaves out' \
+  "$SHARDLAB" plan --model tiny --ranks 4 --strategy full_shard --hybrid-group 2
+bad plan_params_with_wrap 'params with --wrap' "$SHARDLAB" plan --params 1e9 --wrap layer
+bad plan_params_half 'params 0.5: a parameter count is a whole number >= 1' "$SHARDLAB" plan --params 0.5
+bad plan_params_minus_zero 'params -0: a parameter count is a whole number >= 1' "$SHARDLAB" plan --params -0
+bad recommend_seq_negative 'seq -5: must be >= 1' \
+  "$SHARDLAB" plan --recommend --cluster h100-sxm --model tiny --ranks 8 --global-batch 8 --seq -5
+bad recommend_wraps_repeated "wraps: 'block' is listed twice" \
+  "$SHARDLAB" plan --recommend --cluster h100-sxm --model tiny --ranks 8 --global-batch 8 --wraps block,block,block
+bad command_typo "unknown command 'trian' \(did you mean 'train'\?\)" "$SHARDLAB" trian --steps 1
+# A model too deep to plan grew the planner's memory without bound (train refuses it at once).
+bad plan_n_layer_1e9 'n-layer 1000000000: more than the 65536 blocks the planner simulates' --timeout 30 \
+  "$SHARDLAB" plan --model tiny --n-layer 1000000000
+bad simulate_n_layer_1e9 'n-layer 1000000000: more than the 65536 blocks a simulation takes' --timeout 30 \
+  "$SHARDLAB" simulate --model tiny --n-layer 1000000000 --ranks 8 --batch 8 --trace off
+
+# ---- divergence that stays finite: --lr 1000 took the loss from 5.5 to 69 and kept it there ----
+bad lr_1000_diverges 'step [0-9]+: loss [0-9.]+ is above 2 x the best loss .* 10 steps in a row .*the run diverged' \
+  "$SHARDLAB" train --model tiny --steps 40 --lr 1000 --trace off
+bad lr_1000_diverges_saving 'the run diverged .*stopped before saving, the last checkpoint is .*step-1' \
+  "$SHARDLAB" train --model tiny --steps 40 --lr 1000 --trace off --save-every 1 --ckpt-dir lr1000_ckpt
+expect lr_1000_latest_is_not_diverged grep -qx 'step-1' lr1000_ckpt/latest
+good lr_1000_warn_runs_on 'warning: step [0-9]+: .*the run diverged' \
+  "$SHARDLAB" train --model tiny --steps 20 --lr 1000 --trace off --on-divergence warn

@@ -336,3 +336,35 @@ TEST(ViewerCommandLine, HelpListsTheOptions) {
 }
 
 }  // namespace shardlab::viewer
+
+namespace shardlab::viewer {
+
+// 4096 ranks in a few hundred pixels: each row's label, scale and peak marker used to pile into
+// one solid white block over the memory plot. Now thin rows keep only their bands, and one line
+// says why the labels are gone.
+TEST(ViewerScreenshot, ThousandsOfRanksDoNotWhiteOutTheMemoryPanel) {
+  if (!have_xvfb_run()) GTEST_SKIP() << "xvfb-run not found (Debian: apt-get install xvfb xauth)";
+  std::string dir = work_dir("shot_4096");
+  make_run(dir + "/wide", "--ranks 4096 --steps 2 --units 2");
+  std::string png = dir + "/wide.png";
+  ASSERT_EQ(screenshot(dir + "/wide", png, "--frames 3"), 0) << read_text(png + ".log");
+  Image im;
+  ASSERT_TRUE(im.load(png)) << png;
+  nlohmann::json rep = nlohmann::json::parse(read_text(dir + "/wide.json"));
+  const auto& plot = rep["panels"]["runs"][0]["memory_plot"];
+  EXPECT_EQ(rep["panels"]["runs"][0]["ranks"], 4096);
+  int x0 = plot[0].get<int>(), y0 = plot[1].get<int>();
+  int x1 = std::min(im.w, x0 + plot[2].get<int>()), y1 = std::min(im.h, y0 + plot[3].get<int>());
+  int64_t white = 0, all = 0;
+  for (int y = std::max(0, y0); y < y1; ++y)
+    for (int x = std::max(0, x0); x < x1; ++x) {
+      const unsigned char* p = &im.rgb[(static_cast<size_t>(y) * im.w + x) * 3];
+      white += p[0] >= 200 && p[1] >= 200 && p[2] >= 200;
+      ++all;
+    }
+  ASSERT_GT(all, 0);
+  EXPECT_LT(static_cast<double>(white) / static_cast<double>(all), 0.05)
+      << white << " of " << all << " pixels of the memory plot are near white";
+}
+
+}  // namespace shardlab::viewer

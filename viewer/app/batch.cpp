@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cstdio>
+#include <string>
 
 #include <GLFW/glfw3.h>
 
@@ -73,6 +74,29 @@ bool BatchMode::frame_rendered(const ViewerState& s, GLFWwindow* window) {
     if (!r.run->status().empty())
       std::fprintf(stderr, "shardlab-viewer: %s: %s\n", r.run->dir().c_str(),
                    r.run->status().c_str());
+  // What was asked for and could not be shown is said, never left out silently.
+  for (const PlacedMark& p : s.placed_marks)
+    if (!p.shown)
+      std::fprintf(stderr,
+                   "shardlab-viewer: --mark %d:%s:%d:%lld:%d: not drawn: that point is outside "
+                   "its panel (no such row, or its time is not in view)\n",
+                   p.mark.number, mark_panel_name(p.mark.panel), p.mark.row,
+                   static_cast<long long>(p.mark.t), p.mark.run);
+  if (s.requested_step >= 0) {
+    // --at-step never applied: the step is in no run (a finished run will not grow one).
+    std::string have;
+    for (const RunView& r : s.runs) {
+      const auto& steps = r.run->model().steps;
+      have += (have.empty() ? "" : "; ") + (steps.empty()
+                                                ? std::string("no steps")
+                                                : "steps " + std::to_string(steps.front().step) +
+                                                      " to " + std::to_string(steps.back().step));
+    }
+    std::fprintf(stderr, "shardlab-viewer: --at-step %d: the run has %s\n", s.requested_step,
+                 have.c_str());
+    exit_code_ = 2;
+    return true;  // no screenshot of a view that is not the one asked for
+  }
   if (!opt_.screenshot.empty() && !save_screenshot(window, s, opt_.screenshot, opt_.report, stats))
     exit_code_ = 5;
   return true;

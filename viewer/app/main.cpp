@@ -16,9 +16,11 @@
 #include <imgui.h>
 #include <CLI/CLI.hpp>
 
+#include "core/base/file_io.hpp"
 #include "viewer/app/batch.hpp"
 #include "viewer/app/marks.hpp"
 #include "viewer/app/panels/panels.hpp"
+#include "viewer/app/screenshot.hpp"
 #include "viewer/app/view_control.hpp"
 #include "viewer/app/viewer_state.hpp"
 
@@ -201,6 +203,20 @@ int main(int argc, char** argv) {
     opt.marks.push_back(m);
   }
   try {
+    // The run directories' files are this command's inputs: no output may land on one of them.
+    shardlab::InputScope inputs;
+    // Checked before a window opens; checked again when written (file_io.hpp).
+    if (!batch.screenshot.empty()) {
+      shardlab::checked_output_path(batch.screenshot, "--screenshot");
+      shardlab::checked_output_path(batch.report.empty()
+                                        ? shardlab::viewer::default_report_path(batch.screenshot)
+                                        : batch.report,
+                                    "--report");
+    } else if (!batch.report.empty()) {
+      std::fprintf(stderr,
+                   "shardlab-viewer: --report needs --screenshot (the report describes it)\n");
+      return 2;
+    }
     return shardlab::viewer::run_viewer(opt);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shardlab-viewer: %s\n", e.what());

@@ -3,13 +3,14 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <exception>
 #include <vector>
 
 #include <GLFW/glfw3.h>
 #include <stb_image_write.h>
 #include <nlohmann/json.hpp>
 
+#include "core/base/file_io.hpp"
 #include "viewer/model/colors.hpp"
 
 namespace shardlab::viewer {
@@ -30,8 +31,22 @@ bool save_back_buffer_png(int width, int height, const std::string& path, std::s
   }
   for (int y = 0; y < height; ++y)
     std::memcpy(&flipped[row * y], &pixels[row * (height - 1 - y)], row);
-  if (!stbi_write_png(path.c_str(), width, height, 3, flipped.data(), static_cast<int>(row))) {
-    *error = path + ": cannot write PNG";
+  // Encoded in memory, then written as every output of the project is (core/base/file_io.hpp):
+  // beside the destination, renamed over it only if it is absent or a regular file.
+  std::string png;
+  auto append = [](void* ctx, void* data, int size) {
+    static_cast<std::string*>(ctx)->append(static_cast<const char*>(data),
+                                           static_cast<size_t>(size));
+  };
+  if (!stbi_write_png_to_func(append, &png, width, height, 3, flipped.data(),
+                              static_cast<int>(row))) {
+    *error = path + ": cannot encode the PNG";
+    return false;
+  }
+  try {
+    write_file_atomic(path, png, "--screenshot");
+  } catch (const std::exception& e) {
+    *error = e.what();
     return false;
   }
   return true;
@@ -95,7 +110,7 @@ void write_report(const std::string& path, const ViewerState& s, int win_w, int 
   for (const ViewerState::SummaryRow& r : s.summary_rows)
     j["summary_rows"].push_back(
         {{"name", r.name}, {"cells", r.cells}, {"rect", rect_json(r.rect)}});
-  std::ofstream(path) << j.dump(2) << "\n";
+  write_file_atomic(path, j.dump(2) + "\n", "--report");
 }
 
 std::string default_report_path(const std::string& png) {
@@ -116,7 +131,12 @@ bool save_screenshot(GLFWwindow* window, const ViewerState& s, const std::string
   }
   glfwGetWindowSize(window, &win_w, &win_h);
   std::string path = report.empty() ? default_report_path(png) : report;
-  write_report(path, s, win_w, win_h, fb_w, fb_h, stats);
+  try {
+    write_report(path, s, win_w, win_h, fb_w, fb_h, stats);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "shardlab-viewer: report: %s\n", e.what());
+    return false;
+  }
   std::printf("shardlab-viewer: wrote %s and %s\n", png.c_str(), path.c_str());
   return true;
 }

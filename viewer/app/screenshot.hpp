@@ -1,7 +1,8 @@
 // Screenshot mode (--screenshot, at the end of batch mode): the frame just rendered saved as a PNG
 // (for tests and docs) with a JSON report beside it. The back buffer is read before
 // glfwSwapBuffers (glReadBuffer(GL_BACK) + glReadPixels), rows are flipped (GL's origin is
-// bottom-left), and stb_image_write (from Debian's libstb) writes the file.
+// bottom-left), stb_image_write (from Debian's libstb) encodes it, and write_file_atomic writes
+// it (a destination that is not a regular file, or one of the runs' files, is refused).
 #pragma once
 
 #include <cstdint>

@@ -53,9 +53,9 @@ void span_tooltip(const RunModel& m, const RunData& data, int rank, const Bar& b
                   format_duration(double(sp.t_start - sp.t_issue)).c_str());
     if (sp.t_wait >= 0) ImGui::Text("waited on at %s", format_duration(double(sp.t_wait)).c_str());
     if (is_collective(bar.op)) {
-      Bandwidth bw = collective_bandwidth(bar.op, sp.bytes, dur, m.info.world);
+      Bandwidth bw = collective_bandwidth(bar.op, sp.bytes, dur, m.info.job_ranks());
       ImGui::Text("algbw %s, busbw %s (n=%d)", format_rate(bw.algbw).c_str(),
-                  format_rate(bw.busbw).c_str(), m.info.world);
+                  format_rate(bw.busbw).c_str(), m.info.job_ranks());
     }
     int64_t exposed = total_length(clip(m.ranks[rank].exposed.exposed, sp.t_start, sp.t_end));
     ImGui::TextColored(exposed > 0 ? ImVec4(1, 0.35f, 0.35f, 1) : ImVec4(0.6f, 0.8f, 0.6f, 1),

@@ -11,7 +11,7 @@ void show_all(ViewerState& s) {
   std::vector<double> b, e;
   for (const RunView& r : s.runs) {
     b.push_back(0);
-    e.push_back(static_cast<double>(std::max<int64_t>(r.run->model().t_last, 1000000)));
+    e.push_back(static_cast<double>(std::max<int64_t>(r.run->model().t_view, 1000000)));
   }
   s.time.show(b, e);
 }
@@ -36,7 +36,7 @@ void follow_latest(ViewerState& s) {
     const RunModel& m = r.run->model();
     size_t n = m.steps.size();
     b.push_back(n >= 3 ? static_cast<double>(m.steps[n - 3].t_begin) : 0.0);
-    e.push_back(static_cast<double>(std::max<int64_t>(m.t_last, 1000000)));
+    e.push_back(static_cast<double>(std::max<int64_t>(m.t_view, 1000000)));
   }
   s.time.show(b, e);
 }

@@ -33,6 +33,9 @@ bool LiveRun::poll_now() {
   } catch (const std::exception& e) {
     status_ = std::string("viewer: ") + e.what();
   }
+  // Shown flagged, never left out silently: events far beyond the run (run_model.hpp).
+  const std::string beyond = beyond_note(model_);
+  if (!beyond.empty()) status_ += (status_.empty() ? "" : "; ") + beyond;
   return changed;
 }
 

@@ -2,7 +2,9 @@
 #include "viewer/model/run_model.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdio>
 
 #include "core/base/json_get.hpp"
 #include "core/trace/summary.hpp"
@@ -78,7 +80,7 @@ RunInfo read_run_info(const RunData& run) {
     if (auto sim = m.find("simulated"); sim != m.end() && sim->is_object()) {
       auto n = sim->find("ranks");
       info.simulated_ranks = n != sim->end() && n->is_number_integer() && n->get<int64_t>() > 0 &&
-                                     n->get<int64_t>() <= kMaxRunRanks
+                                     n->get<int64_t>() <= kMaxSimulatedRanks
                                  ? static_cast<int>(n->get<int64_t>())
                                  : 1;
       info.cluster = meta_string(*sim, "cluster");
@@ -114,6 +116,16 @@ RunInfo read_run_info(const RunData& run) {
   return info;
 }
 
+std::string beyond_note(const RunModel& m) {
+  if (m.n_beyond == 0) return "";
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "%lld event%s far beyond the last step (from t = %.3g s): zoom out to see them",
+                static_cast<long long>(m.n_beyond), m.n_beyond == 1 ? "" : "s",
+                static_cast<double>(m.t_beyond_first) * 1e-9);
+  return buf;
+}
+
 RunModel build_run_model(const RunData& run) {
   RunModel m;
   m.info = read_run_info(run);
@@ -136,7 +148,7 @@ RunModel build_run_model(const RunData& run) {
       o.sent = (o.sent < 0 || s.sent < 0) ? -1 : saturating_add(o.sent, s.sent);
       o.ns = saturating_add(o.ns, std::max<int64_t>(0, s.t_end - s.t_start));
     }
-    finish_bandwidth(rm.ops, m.info.world);
+    finish_bandwidth(rm.ops, m.info.job_ranks());
     m.t_last = std::max(m.t_last, rm.t_last);
     m.n_events += static_cast<int64_t>(tr.mem.size() + tr.spans.size() + tr.units.size() +
                                        tr.steps.size() + tr.marks.size());
@@ -155,9 +167,37 @@ RunModel build_run_model(const RunData& run) {
     m.has_copies = m.has_copies || !rm.bars.lane(Lane::copy).bars.empty();
     m.host_max_peak = std::max(m.host_max_peak, rm.host_mem.peak_total);
   }
-  finish_bandwidth(m.summary.ops, m.info.world);
+  finish_bandwidth(m.summary.ops, m.info.job_ranks());
 
   m.steps = build_steps(run);
+  m.t_view = m.t_last;
+  if (!m.steps.empty()) {
+    const int64_t body = std::max<int64_t>(m.steps.back().t_end, 0);
+    const double bound =
+        static_cast<double>(body) + std::max(10.0 * static_cast<double>(body), 1e10);
+    if (static_cast<double>(m.t_last) > bound) {
+      int64_t view = 0, first = INT64_MAX, beyond = 0;
+      const auto see = [&](int64_t t) {
+        if (static_cast<double>(t) > bound) {
+          ++beyond;
+          first = std::min(first, t);
+        } else {
+          view = std::max(view, t);
+        }
+      };
+      for (const RankTrace& tr : run.ranks) {
+        for (const MemEvent& e : tr.mem) see(e.t);
+        for (const MemEvent& e : tr.host_mem) see(e.t);
+        for (const SpanEvent& e : tr.spans) see(e.t_end);
+        for (const UnitEvent& e : tr.units) see(e.t);
+        for (const StepEvent& e : tr.steps) see(e.t);
+        for (const MarkEvent& e : tr.marks) see(e.t);
+      }
+      m.t_view = std::max(view, body);
+      m.n_beyond = beyond;
+      m.t_beyond_first = first;
+    }
+  }
   // Throughput as `shardlab summary` defines it (core/trace/summary.hpp): tokens of all ranks over
   // the sum of step times (a step's time is the slowest rank's), the first step left out as warmup
   // when there are more than two; here only steps every rank has reported (a live run's last step

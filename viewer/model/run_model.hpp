@@ -34,8 +34,11 @@ struct RunInfo {
   static constexpr size_t kMaxUnitNames = 65536;
   // A simulated run (meta "simulated", shardlab simulate): the ranks it stands for and the
   // cluster; 0 and empty for a measured run. Its times are predictions, and the name says so.
-  int simulated_ranks = 0;
+  int simulated_ranks = 0;  // a simulated run: the ranks it stands for (its file holds one)
   std::string cluster;
+  // The ranks of the job whose collectives the run recorded: busbw's n (nccl-tests' factor). A
+  // simulated run's file holds one rank of `simulated_ranks`; with n = 1 every busbw read 0.
+  int job_ranks() const { return simulated_ranks > 0 ? simulated_ranks : world; }
 };
 RunInfo read_run_info(const RunData& run);
 // "unit 3: block 2" (or "unit 3" when the run does not name its units).
@@ -89,7 +92,15 @@ struct RunModel {
   int64_t host_max_peak = 0;  // highest per-rank host-tier peak: the host rows' own scale
   bool finished = false;
   int64_t n_events = 0;
+  // Where the whole-run view ends: t_last, unless events lie far beyond the steps (more than 10x
+  // the steps' time, and 10 s, after the last step's end: a damaged or hostile time, which made
+  // a 56 ms run one pixel wide). Those are counted, and the run's status names them.
+  int64_t t_view = 0;
+  int64_t n_beyond = 0;        // events after t_view's bound
+  int64_t t_beyond_first = 0;  // the earliest of them
 };
+// "2 events far beyond the last step (from t = 5.8e+08 s): zoom out to see them", or "".
+std::string beyond_note(const RunModel& m);
 
 RunModel build_run_model(const RunData& run);
 

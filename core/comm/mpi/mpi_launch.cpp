@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "core/comm/mpi/mpi_comm.hpp"
+#include "core/comm/mpi/mpi_termination.hpp"
 #include "core/comm/mpi_backend.hpp"
 #include "core/comm/rank_resources.hpp"
 #include "core/trace/recorder.hpp"
@@ -40,6 +41,9 @@ void launch_mpi(const LaunchOptions& opts, const std::function<void(RankContext&
   try {
     res = make_rank_resources(opts, rank);
     comm = make_mpi_communicator(MPI_COMM_WORLD, *res.device, opts.collective_timeout_s);
+    // mpirun ends the survivors of a failed rank with SIGTERM: each says what it was doing and
+    // adds its flight record to the run directory's flight.json first (mpi_termination.hpp).
+    MpiTerminationWatch termination(rank, comm->flight());
     run_rank_fn(res, *comm, rank, size, fn);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shardlab: rank %d failed: %s\nshardlab: rank %d: aborting the MPI job\n",

@@ -19,7 +19,8 @@ namespace shardlab::viewer {
 
 ValueAxis memory_row_axis(const Rect& canvas, int row, int rows, int64_t v_max) {
   double row_h = canvas.h / rows;
-  return {static_cast<double>(v_max), canvas.y + (row + 1) * row_h - 3, row_h - 6};
+  const double pad = row_h >= kMinLabelledRowPx ? 3 : 0;  // thin rows: no gap between them
+  return {static_cast<double>(v_max), canvas.y + (row + 1) * row_h - pad, row_h - 2 * pad};
 }
 
 int memory_rows_per_rank(const ViewerState& s, const RunModel& m) {
@@ -73,6 +74,10 @@ void show_memory_panel(ViewerState& s) {
     const int per = memory_rows_per_rank(s, m);
     int rows = s.overlay_ranks ? 1 : n * per;
     double row_h = c.h / rows;
+    // Rows thinner than a line of text (4096 ranks in a few hundred pixels): each row keeps its
+    // bands, and the labels, scales and peak markers, which would pile into one white block, give
+    // way to one line saying so.
+    const bool thin = row_h < kMinLabelledRowPx;
     double y_cursor_row = hovered ? std::floor((io.MousePos.y - c.y) / row_h) : -1;
     for (int row = 0; row < rows; ++row) {
       const int rank = row / per;
@@ -86,16 +91,17 @@ void show_memory_panel(ViewerState& s) {
       std::string label = s.overlay_ranks ? "all ranks"
                           : host          ? "rank " + std::to_string(rank) + " host"
                                           : "rank " + std::to_string(rank);
-      dl->AddText(v2(c.x, top + 2), col(kText), label.c_str());
+      if (!thin) dl->AddText(v2(c.x, top + 2), col(kText), label.c_str());
       if (!s.overlay_ranks && row_h >= 34) {
         const MemorySeries& own = host ? m.ranks[rank].host_mem : m.ranks[rank].mem;
         std::string peak = "peak " + format_bytes_short(own.peak_total);
         dl->AddText(v2(c.x, top + 16), col(kDim), peak.c_str());
       }
       std::string scale = format_bytes_short(row_max);
-      dl->AddText(
-          v2(axis.x0() + axis.width() - ImGui::CalcTextSize(scale.c_str()).x - 2, va.to_y(row_max)),
-          col(kDim), scale.c_str());
+      if (!thin)
+        dl->AddText(v2(axis.x0() + axis.width() - ImGui::CalcTextSize(scale.c_str()).x - 2,
+                       va.to_y(row_max)),
+                    col(kDim), scale.c_str());
       dl->PushClipRect(v2(axis.x0(), top), v2(axis.x0() + axis.width(), top + row_h), true);
       draw_steps(dl, axis, m.steps, s.selected_step, va.to_y(row_max), va.y_bottom, false);
       for (int r = 0; r < n; ++r) {
@@ -116,19 +122,25 @@ void show_memory_panel(ViewerState& s) {
                           1.5f);
           }
         }
-        if (ms.samples.empty()) continue;
+        if (ms.samples.empty() || thin) continue;
         // Peak marker: a white tick and triangle above the highest point.
         double px = axis.to_x(double(ms.t_peak)), py = va.to_y(double(ms.peak_total));
         dl->AddLine(v2(px, py), v2(px, va.y_bottom), col(kPeakColor.with_alpha(140)));
         dl->AddTriangleFilled(v2(px - 4, py - 7), v2(px + 4, py - 7), v2(px, py - 1),
                               col(kPeakColor));
       }
-      if (m.info.mem_limit > 0 && !host) {
+      if (m.info.mem_limit > 0 && !host && !thin) {
         double y = va.to_y(double(m.info.mem_limit));
         dl->AddLine(v2(axis.x0(), y), v2(axis.x0() + axis.width(), y), col(kCapacityColor), 1.5f);
         dl->AddText(v2(axis.x0() + 4, y - 14), col(kCapacityColor), "capacity");
       }
       dl->PopClipRect();
+    }
+    if (thin) {
+      const std::string note = std::to_string(n) + " ranks, one row each (" +
+                               std::to_string(row_h).substr(0, 4) +
+                               " px): too thin for labels; --overlay shows their totals";
+      dl->AddText(v2(c.x, c.y + 2), col(kWarn), note.c_str());
     }
     draw_cursor_line(dl, s, axis, c.y, c.y + c.h);
     dl->PopClipRect();

@@ -25,6 +25,8 @@ void show_summary_panel(ViewerState& s);
 // Memory: row `row` of `rows`, on a value axis up to v_max. With host rows (a run with host-tier
 // memory, not overlaid) rank r's device row is row 2r and its host row 2r + 1.
 ValueAxis memory_row_axis(const Rect& canvas, int row, int rows, int64_t v_max);
+// A memory row thinner than this has no label, scale or peak marker (a line of text is 13 px).
+constexpr double kMinLabelledRowPx = 14;
 int memory_rows_per_rank(const ViewerState& s, const RunModel& m);
 // Timeline: the lanes of each of n ranks (compute, comm, and copy when `copy_lane`), below the
 // time ruler.

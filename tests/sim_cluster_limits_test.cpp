@@ -1,0 +1,145 @@
+// Cluster specs at the edges (core/device/cluster_spec.cpp): every figure inside a physical
+// range, named with the range when not; unknown and repeated keys refused; the rank count's
+// product bounded; and the cost model's times never wrap (core/base/virtual_clock.hpp).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/base/error.hpp"
+#include "core/base/file_io.hpp"
+#include "core/comm/topology.hpp"
+#include "core/device/cluster_spec.hpp"
+#include "core/device/device_model.hpp"
+
+using namespace shardlab;
+
+namespace {
+
+nlohmann::json h100() { return nlohmann::json::parse(cluster_preset_json("h100-sxm")); }
+
+std::string error_of(const nlohmann::json& j) {
+  try {
+    parse_cluster_spec(j, "spec x.json");
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+#define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
+
+}  // namespace
+
+TEST(SimClusterLimits, FiguresOutsideTheirPhysicalRangeAreNamed) {
+  struct Case {
+    std::vector<std::string> path;
+    double value;
+    const char* want;
+  };
+  const Case cases[] = {
+      {{"gpu", "peak_tflops", "fp32"},
+       1e-300,
+       "field 'gpu.peak_tflops.fp32' = 1e-300 is outside the physical range [1e-06, 1e+06] "
+       "TFLOP/s"},
+      {{"gpu", "peak_tflops", "bf16"}, 1e300, "field 'gpu.peak_tflops.bf16' = 1e+300 is outside"},
+      {{"inter_node", "bandwidth_GBps"},
+       1e-300,
+       "field 'inter_node.bandwidth_GBps' = 1e-300 is outside the physical range [0.001, 100000] "
+       "GB/s"},
+      {{"intra_node", "latency_us"}, 1e300, "field 'intra_node.latency_us' = 1e+300 is outside"},
+      {{"gpu", "memory_GiB"}, 1e12, "field 'gpu.memory_GiB' = 1000000000000.0 is outside"},
+      {{"gpu", "memory_bandwidth_GBps"}, 1e-9, "'gpu.memory_bandwidth_GBps' = 1e-09 is outside"},
+      {{"host_link", "bandwidth_GBps"}, 1e300, "'host_link.bandwidth_GBps' = 1e+300 is outside"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = h100();
+    nlohmann::json* v = &j;
+    for (const std::string& k : c.path) v = &(*v)[k];
+    *v = c.value;
+    EXPECT_HAS(error_of(j), c.want);
+  }
+  nlohmann::json j = h100();
+  j["efficiency"] = {{"gemm_efficiency", 1e-300}};
+  EXPECT_HAS(error_of(j), "field 'efficiency.gemm_efficiency' = 1e-300 is outside the physical");
+  j["efficiency"] = {{"kernel_efficiency", {{"adamw", 1e-200}}}};
+  EXPECT_HAS(error_of(j), "'efficiency.kernel_efficiency.adamw' = 1e-200 is outside");
+  // The edges themselves are figures some device could have.
+  j = h100();
+  j["gpu"]["peak_tflops"]["fp32"] = 1e-6;
+  j["inter_node"]["bandwidth_GBps"] = 1e-3;
+  EXPECT_EQ(error_of(j), "(accepted)");
+}
+
+TEST(SimClusterLimits, UnknownAndRepeatedKeysAreRefused) {
+  nlohmann::json j = h100();
+  j["efficiency"] = {{"gemm_eficiency", 0.5}};
+  EXPECT_HAS(error_of(j),
+             "spec x.json: unknown field 'efficiency.gemm_eficiency' (did you mean "
+             "'gemm_efficiency'?)");
+  j = h100();
+  j["devices_per_nod"] = 4;
+  EXPECT_HAS(error_of(j), "unknown field 'devices_per_nod' (did you mean 'devices_per_node'?)");
+  j = h100();
+  j["gpu"]["peak_tflops"]["fp8"] = 2000;
+  EXPECT_HAS(error_of(j), "unknown field 'gpu.peak_tflops.fp8'");
+  j = h100();
+  j["inter_node"]["collectives"] = {{"all_gather", {{"bandwidth_GBps", 9}, {"latency", 1}}}};
+  EXPECT_HAS(error_of(j), "unknown field 'inter_node.collectives.all_gather.latency'");
+  // "source" (where figures come from) is welcome in every object.
+  j = h100();
+  j["gpu"]["source"] = "a datasheet";
+  j["inter_node"]["source"] = "a measurement";
+  EXPECT_EQ(error_of(j), "(accepted)");
+
+  // A file with a key twice: the last one used to win silently.
+  const std::string dir = std::string(SHARDLAB_BINARY_DIR) + "/test_scratch/cluster_limits";
+  make_dirs(dir);
+  std::string text = cluster_preset_json("h100-sxm");
+  const std::string rpn = "\"ranks_per_node\": 8";
+  text.replace(text.find(rpn), rpn.size(), rpn + ", \"ranks_per_node\": 4");
+  write_file_atomic(dir + "/dup.json", text);
+  try {
+    load_cluster_spec(dir + "/dup.json");
+    FAIL() << "a repeated key was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_HAS(e.what(), "dup.json: key 'ranks_per_node' appears twice in one object");
+  }
+}
+
+TEST(SimClusterLimits, RankCountsFitAnInt) {
+  nlohmann::json j = h100();
+  j["nodes"] = 1 << 20;
+  j["ranks_per_node"] = 2048;  // 2^31 ranks: "-2147483648 ranks" as an int
+  EXPECT_HAS(error_of(j),
+             "nodes 1048576 x ranks_per_node 2048 = 2147483648 ranks, more than the 16777216");
+  j["nodes"] = 4096;
+  j["ranks_per_node"] = 4096;
+  EXPECT_EQ(error_of(j), "(accepted)");
+  EXPECT_EQ(parse_cluster_spec(j, "x").total_ranks(), 1 << 24);
+  j["ranks_per_node"] = 5000000000LL;
+  EXPECT_HAS(error_of(j), "field 'ranks_per_node' = 5000000000 must be in [1, 1048576]");
+}
+
+TEST(SimClusterLimits, TimesPastTheClockAreRefusedNotWrapped) {
+  // The slowest figures the ranges allow, and collectives far too large for them: the cost
+  // model's seconds are past 2^60 ns, which used to wrap to a negative time (the step got faster).
+  nlohmann::json j = h100();
+  j["inter_node"]["bandwidth_GBps"] = 1e-3;
+  j["gpu"]["peak_tflops"] = {{"fp32", 1e-6}, {"tf32", 1e-6}, {"bf16", 1e-6}};
+  const ClusterSpec s = parse_cluster_spec(j, "slow");
+  std::vector<int> world(16);
+  for (int r = 0; r < 16; ++r) world[r] = r;
+  const GroupPlacement g = place_group(s, world);
+  EXPECT_GT(collective_ns(s, g, CommOp::all_reduce, 1 << 20), 0);
+  try {
+    collective_ns(s, g, CommOp::all_reduce, int64_t(1) << 56);
+    FAIL() << "a time past the virtual clock was returned";
+  } catch (const InvalidArgument& e) {
+    EXPECT_HAS(e.what(), "all_reduce: ");
+    EXPECT_HAS(e.what(), "beyond the virtual clock's 2^60 ns");
+  }
+  EXPECT_THROW(gemm_ns(s, GemmMath::fp32, 1 << 20, 1 << 20, 1 << 20), InvalidArgument);
+}
