@@ -10,6 +10,7 @@
 #include "core/kernels/crossentropy.hpp"
 #include "core/kernels/elementwise.hpp"
 #include "core/kernels/encoder.hpp"
+#include "core/kernels/flash_attention.hpp"
 #include "core/kernels/gelu.hpp"
 #include "core/kernels/kernel_table.hpp"
 #include "core/kernels/layernorm.hpp"
@@ -44,6 +45,8 @@ std::string missing_entries(const KernelTable& t) {
   SL_NEED(elementwise, all_finite);
   SL_NEED(encoder, forward);
   SL_NEED(encoder, backward);
+  SL_NEED(flash_attention, forward);
+  SL_NEED(flash_attention, backward);
   SL_NEED(gelu, forward);
   SL_NEED(gelu, backward);
   SL_NEED(layernorm, forward);

@@ -37,6 +37,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/device/cpu_gemm.hpp"
+
 namespace shardlab {
 
 namespace {
@@ -175,6 +177,13 @@ void CpuDevice::gemm_batched(bool ta, bool tb, int M, int N, int K, float alpha,
   for (int i = 0; i < batch; ++i)
     gemm(ta, tb, M, N, K, alpha, A + i * sa, lda, B + i * sb, ldb, beta, C + i * sc, ldc);
 }
+
+void CpuDevice::gemm_ex(bool ta, bool tb, int M, int N, int K, float alpha, const void* A, int lda,
+                        const void* B, int ldb, DType ab, float beta, void* C, int ldc, DType c) {
+  cpu_gemm_ex(ta, tb, M, N, K, alpha, A, lda, B, ldb, ab, beta, C, ldc, c);
+}
+
+std::string CpuDevice::gemm_path(DType ab) const { return cpu_gemm_path_name(ab); }
 
 void* CpuDevice::raw_alloc(int64_t bytes) {
   // 64-byte alignment: whole cache lines, and what AVX-512 loads like.

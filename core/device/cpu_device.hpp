@@ -30,6 +30,10 @@ class CpuDevice : public Device {
   void gemm_batched(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
                     int64_t sa, const float* B, int ldb, int64_t sb, float beta, float* C, int ldc,
                     int64_t sc, int batch) override;
+  // 16-bit inputs: cpu_gemm.hpp (widened blocks on OpenBLAS, or oneDNN).
+  void gemm_ex(bool ta, bool tb, int M, int N, int K, float alpha, const void* A, int lda,
+               const void* B, int ldb, DType ab, float beta, void* C, int ldc, DType c) override;
+  std::string gemm_path(DType ab) const override;
 
  protected:
   void* raw_alloc(int64_t bytes) override;  // 64-byte aligned

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "core/base/dtype.hpp"
@@ -117,6 +118,22 @@ class Device {
                             int64_t stride_b, float beta, float* C, int ldc, int64_t stride_c,
                             int batch) = 0;
 
+  // Mixed-precision GEMM, as cublasGemmEx with CUBLAS_COMPUTE_32F: A and B in `ab` (f32, bf16 or
+  // f16), products and sums in fp32, C in `c`: f32, or `ab` (the fp32 result rounded to nearest
+  // even once, with beta's C read as `ab`). Conventions as gemm; ab = c = f32 is gemm itself.
+  // The base class runs only that case and refuses the others; each device overrides it.
+  virtual void gemm_ex(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A,
+                       int lda, const void* B, int ldb, DType ab, float beta, void* C, int ldc,
+                       DType c);
+  // The same on `batch` matrices, strides in elements.
+  virtual void gemm_ex_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                               const void* A, int lda, int64_t stride_a, const void* B, int ldb,
+                               int64_t stride_b, DType ab, float beta, void* C, int ldc,
+                               int64_t stride_c, DType c, int batch);
+  // What runs a GEMM with inputs in `ab` on this device, in words ("OpenBLAS sgemm",
+  // "bf16 widened to fp32, OpenBLAS sgemm: this CPU has no AVX512_BF16", "cuBLAS GemmEx ...").
+  virtual std::string gemm_path(DType ab) const;
+
  protected:
   virtual void* raw_alloc(int64_t bytes) = 0;
   virtual void raw_free(void* p) = 0;
@@ -125,6 +142,9 @@ class Device {
  private:
   MemoryTracker& tracker_;
 };
+
+// Throws InvalidArgument unless C's dtype `c` is f32 or the inputs' `ab` (every gemm_ex).
+void check_gemm_ex_dtypes(DType ab, DType c);
 
 // The CPU reference device. `blas_threads` OpenBLAS threads (1 per rank when ranks are threads).
 std::unique_ptr<Device> make_cpu_device(MemoryTracker& tracker);

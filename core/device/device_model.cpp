@@ -45,19 +45,33 @@ double gemm_efficiency(const CostModel& c, int64_t M, int64_t N, int64_t K) {
 }
 
 int64_t gemm_ns(const ClusterSpec& s, GemmMath m, int64_t M, int64_t N, int64_t K, int64_t batch) {
+  const int es = m == GemmMath::bf16 ? 2 : 4;
+  return gemm_ns(s, m, M, N, K, batch, es, es);
+}
+
+int64_t gemm_ns(const ClusterSpec& s, GemmMath m, int64_t M, int64_t N, int64_t K, int64_t batch,
+                int ab_bytes, int c_bytes) {
   if (M <= 0 || N <= 0 || K <= 0 || batch <= 0) return 0;
   const double flops = 2.0 * static_cast<double>(M) * N * K * batch;
   const double eff = gemm_efficiency(s.cost, M, N, K);
   const double t_math = flops / (s.peak(m) * eff);
-  const double es = m == GemmMath::bf16 ? 2.0 : 4.0;
-  const double bytes =
-      es * batch *
-      (static_cast<double>(M) * K + static_cast<double>(K) * N + 2.0 * static_cast<double>(M) * N);
+  const double ab = static_cast<double>(M) * K + static_cast<double>(K) * N;
+  const double c = 2.0 * static_cast<double>(M) * N;
+  const double bytes = ab_bytes == c_bytes
+                           ? static_cast<double>(ab_bytes) * batch * (ab + c)
+                           : static_cast<double>(batch) * (ab_bytes * ab + c_bytes * c);
   // Streaming the operands is a copy (BLAS packs them into its blocks), not a kernel that computes
   // per element: a spec that measured the copy charges it at that, not at the median kernel's
   // efficiency (calibrate's median is GELU-like, 0.2-0.3 on a CPU, which made mid-sized GEMMs
   // look memory-bound at a third of their real speed).
   const double t_mem = bytes / (s.memory_bandwidth * bandwidth_efficiency(s.cost, "copy"));
+  return to_ns(s.cost.kernel_launch_us * 1e-6 + std::max(t_math, t_mem));
+}
+
+int64_t fused_ns(const ClusterSpec& s, GemmMath m, double flops, double efficiency, int64_t bytes) {
+  const double t_math = flops > 0 ? flops / (s.peak(m) * efficiency) : 0.0;
+  const double t_mem = static_cast<double>(std::max<int64_t>(bytes, 0)) /
+                       (s.memory_bandwidth * s.cost.memory_efficiency);
   return to_ns(s.cost.kernel_launch_us * 1e-6 + std::max(t_math, t_mem));
 }
 

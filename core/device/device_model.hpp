@@ -18,6 +18,14 @@ double gemm_efficiency(const CostModel& c, int64_t M, int64_t N, int64_t K);
 // are 4 bytes for fp32 and tf32, 2 for bf16.
 int64_t gemm_ns(const ClusterSpec& s, GemmMath m, int64_t M, int64_t N, int64_t K,
                 int64_t batch = 1);
+// The same with the operands' element sizes given: A and B of `ab_bytes`, C of `c_bytes` (a
+// GEMM with bf16 inputs and an fp32 C streams 2 + 2 + 2 x 4 bytes per element triple).
+int64_t gemm_ns(const ClusterSpec& s, GemmMath m, int64_t M, int64_t N, int64_t K, int64_t batch,
+                int ab_bytes, int c_bytes);
+// A fused kernel that does `flops` of GEMM-like arithmetic at `m` and moves `bytes` (flash
+// attention): launch + the larger of the arithmetic at the peak times `efficiency` and the bytes
+// at the memory bandwidth (memory_efficiency).
+int64_t fused_ns(const ClusterSpec& s, GemmMath m, double flops, double efficiency, int64_t bytes);
 // An element-wise or row kernel moving `bytes` (reads plus writes): launch + bytes over the
 // memory bandwidth at the kernel's efficiency (cost.kernel_efficiency[kernel] when the spec has
 // one, else memory_efficiency).

@@ -90,10 +90,48 @@ void MetaDevice::gemm(bool, bool, int M, int N, int K, float, const float*, int,
 
 void MetaDevice::gemm_batched(bool, bool, int M, int N, int K, float, const float*, int, int64_t,
                               const float*, int, int64_t, float, float*, int, int64_t, int batch) {
+  const int es = math_ == GemmMath::bf16 ? 2 : 4;
+  charge_gemm(math_, M, N, K, batch, es, es);
+}
+
+void MetaDevice::charge_gemm(GemmMath m, int M, int N, int K, int batch, int ab_bytes,
+                             int c_bytes) {
   if (M <= 0 || N <= 0 || K <= 0 || batch <= 0) return;
   ++kernels_;
   gemm_flops_ += 2.0 * M * N * static_cast<double>(K) * batch;
-  advance_compute(gemm_ns(spec_, math_, M, N, K, batch));
+  advance_compute(gemm_ns(spec_, m, M, N, K, batch, ab_bytes, c_bytes));
+}
+
+void MetaDevice::gemm_ex(bool ta, bool tb, int M, int N, int K, float alpha, const void* A, int lda,
+                         const void* B, int ldb, DType ab, float beta, void* C, int ldc, DType c) {
+  gemm_ex_batched(ta, tb, M, N, K, alpha, A, lda, 0, B, ldb, 0, ab, beta, C, ldc, 0, c, 1);
+}
+
+void MetaDevice::gemm_ex_batched(bool, bool, int M, int N, int K, float, const void*, int, int64_t,
+                                 const void*, int, int64_t, DType ab, float, void*, int, int64_t,
+                                 DType c, int batch) {
+  check_gemm_ex_dtypes(ab, c);
+  if (ab == DType::f32) {
+    const int es = math_ == GemmMath::bf16 ? 2 : 4;  // as gemm: the what-if math's operands
+    charge_gemm(math_, M, N, K, batch, es, es);
+    return;
+  }
+  charge_gemm(GemmMath::bf16, M, N, K, batch, 2, static_cast<int>(dtype_size(c)));
+}
+
+std::string MetaDevice::gemm_path(DType ab) const {
+  return std::string("meta: charged at the ") +
+         gemm_math_name(ab == DType::f32 ? math_ : GemmMath::bf16) + " peak of " + spec_.name;
+}
+
+void MetaDevice::charge_fused(double flops, GemmMath math, double efficiency, int64_t bytes) {
+  ++kernels_;
+  if (tier_ == MetaTier::host) {
+    advance_compute(host_memory_ns(spec_, bytes));
+    return;
+  }
+  gemm_flops_ += flops;
+  advance_compute(fused_ns(spec_, math, flops, efficiency, bytes));
 }
 
 std::unique_ptr<Device> make_meta_device(MemoryTracker& tracker, const ClusterSpec& spec,

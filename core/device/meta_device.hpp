@@ -47,11 +47,25 @@ class MetaDevice final : public Device {
   void gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                     int lda, int64_t stride_a, const float* B, int ldb, int64_t stride_b,
                     float beta, float* C, int ldc, int64_t stride_c, int batch) override;
+  // 16-bit inputs are charged at the spec's bf16 peak (an f16 GEMM's peak equals bf16's on the
+  // GPUs the presets describe), their operands at 2 bytes and C at its own size; f32 inputs as
+  // gemm, at the device's `math`.
+  void gemm_ex(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int lda,
+               const void* B, int ldb, DType ab, float beta, void* C, int ldc, DType c) override;
+  void gemm_ex_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A,
+                       int lda, int64_t stride_a, const void* B, int ldb, int64_t stride_b,
+                       DType ab, float beta, void* C, int ldc, int64_t stride_c, DType c,
+                       int batch) override;
+  std::string gemm_path(DType ab) const override;
 
   // An element-wise or row kernel that reads and writes `bytes` in all (the meta kernel table):
   // charged at the GPU's memory bandwidth with `kernel`'s own efficiency from the spec
   // (device_model.hpp, memory_ns), or at the host's memory bandwidth on the host tier.
   void charge_kernel(int64_t bytes, const char* kernel = nullptr);
+  // A fused kernel with GEMM-like arithmetic (flash attention): `flops` at `math`'s peak times
+  // `efficiency`, or `bytes` at the memory bandwidth, whichever takes longer (device_model.hpp,
+  // fused_ns); on the host tier the bytes only. Its FLOPs count into gemm_flops.
+  void charge_fused(double flops, GemmMath math, double efficiency, int64_t bytes);
 
   const ClusterSpec& spec() const { return spec_; }
   GemmMath math() const { return math_; }
@@ -66,7 +80,8 @@ class MetaDevice final : public Device {
 
  private:
   int64_t cross_ns(int64_t bytes) const;  // a copy to or from the host
-  void advance_compute(int64_t ns);       // a GEMM or kernel: at the lockstep rate
+  void charge_gemm(GemmMath m, int M, int N, int K, int batch, int ab_bytes, int c_bytes);
+  void advance_compute(int64_t ns);  // a GEMM or kernel: at the lockstep rate
 
   const ClusterSpec& spec_;
   VirtualClock& clock_;

@@ -8,9 +8,11 @@ namespace shardlab {
 namespace {
 
 // Addresses only: constant-initialised, so usable before main like any kernel.
-const KernelTable kCpuKernels = {"cpu",         &kCpuAttention, &kCpuCrossEntropy, &kCpuElementwise,
-                                 &kCpuEncoder,  &kCpuGelu,      &kCpuLayerNorm,    &kCpuOptim,
-                                 &kCpuResidual, &kCpuRmsNorm,   &kCpuRope,         &kCpuSwiGlu};
+const KernelTable kCpuKernels = {
+    "cpu",        &kCpuAttention,      &kCpuCrossEntropy, &kCpuElementwise,
+    &kCpuEncoder, &kCpuFlashAttention, &kCpuGelu,         &kCpuLayerNorm,
+    &kCpuOptim,   &kCpuResidual,       &kCpuRmsNorm,      &kCpuRope,
+    &kCpuSwiGlu};
 
 }  // namespace
 

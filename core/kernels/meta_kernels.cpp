@@ -3,11 +3,13 @@
 // device's virtual clock. Reductions and checks that return a value return what a zero-filled
 // buffer would give: sum_squares 0, all_finite true.
 #include "core/base/dtype.hpp"
+#include "core/device/device_model.hpp"
 #include "core/device/meta_device.hpp"
 #include "core/kernels/attention.hpp"
 #include "core/kernels/crossentropy.hpp"
 #include "core/kernels/elementwise.hpp"
 #include "core/kernels/encoder.hpp"
+#include "core/kernels/flash_attention.hpp"
 #include "core/kernels/gelu.hpp"
 #include "core/kernels/kernel_table.hpp"
 #include "core/kernels/layernorm.hpp"
@@ -78,6 +80,24 @@ void enc_backward(Device& d, float*, float* dwpe, const float*, const int*, int 
   const int64_t btc = static_cast<int64_t>(B) * T * C;
   charge(d, (dwpe ? 5 : 3) * f4(btc) + 4 * static_cast<int64_t>(B) * T,
          "encoder_backward");  // dout, then += on two rows (one without positions)
+}
+
+// ---- flash attention: one fused kernel, its FLOPs at the inputs' math and its bytes
+// (flash_attention.hpp), whichever takes longer; its efficiency that of a GEMM of its shape
+// (T, T, hs), as the tiles' products are.
+void flash_charge(Device& d, const FlashShape& s, bool backward) {
+  auto& md = static_cast<MetaDevice&>(d);
+  const GemmMath math = s.dtype == DType::f32 ? md.math() : GemmMath::bf16;
+  md.charge_fused(flash_attention_flops(s, backward), math,
+                  gemm_efficiency(md.spec().cost, s.T, s.T, s.hs),
+                  flash_attention_bytes(s, backward));
+}
+void flash_forward(Device& d, const FlashShape& s, RowsOut, float*, RowsIn, RowsIn, RowsIn, void*) {
+  flash_charge(d, s, false);
+}
+void flash_backward(Device& d, const FlashShape& s, RowsOut, RowsOut, RowsOut, RowsIn, RowsIn,
+                    RowsIn, RowsIn, RowsIn, const float*, void*) {
+  flash_charge(d, s, true);
 }
 
 // ---- gelu
@@ -175,6 +195,7 @@ const ElementwiseKernels kMetaElementwise = {
     meta::fill,        meta::scale,       meta::axpy,      meta::cast_from_f32,
     meta::cast_to_f32, meta::sum_squares, meta::all_finite};
 const EncoderKernels kMetaEncoder = {meta::enc_forward, meta::enc_backward};
+const FlashAttentionKernels kMetaFlashAttention = {meta::flash_forward, meta::flash_backward};
 const GeluKernels kMetaGelu = {meta::gelu_forward, meta::gelu_backward};
 const LayerNormKernels kMetaLayerNorm = {meta::ln_forward, meta::ln_backward};
 const OptimKernels kMetaOptim = {meta::adamw, meta::sgd, meta::adamw_checked};
@@ -186,9 +207,10 @@ const SwiGluKernels kMetaSwiGlu = {meta::swiglu_forward, meta::swiglu_backward};
 
 namespace {
 const KernelTable kMetaKernels = {
-    "meta",         &kMetaAttention, &kMetaCrossEntropy, &kMetaElementwise,
-    &kMetaEncoder,  &kMetaGelu,      &kMetaLayerNorm,    &kMetaOptim,
-    &kMetaResidual, &kMetaRmsNorm,   &kMetaRope,         &kMetaSwiGlu};
+    "meta",        &kMetaAttention,      &kMetaCrossEntropy, &kMetaElementwise,
+    &kMetaEncoder, &kMetaFlashAttention, &kMetaGelu,         &kMetaLayerNorm,
+    &kMetaOptim,   &kMetaResidual,       &kMetaRmsNorm,      &kMetaRope,
+    &kMetaSwiGlu};
 }  // namespace
 
 const KernelTable& meta_kernel_table() { return kMetaKernels; }

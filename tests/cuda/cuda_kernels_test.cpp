@@ -11,6 +11,7 @@
 #include "core/kernels/crossentropy.hpp"
 #include "core/kernels/elementwise.hpp"
 #include "core/kernels/encoder.hpp"
+#include "core/kernels/flash_attention.hpp"
 #include "core/kernels/gelu.hpp"
 #include "core/kernels/kernel_table.hpp"
 #include "core/kernels/layernorm.hpp"
@@ -178,6 +179,180 @@ TEST_F(CudaKernels, AttentionForwardAndBackward) {
   attention_backward(*cpu, dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
   attention_backward(*gpu, d_dqkv.f32(), d_dout.f32(), d_qkv.f32(), d_att.f32(), B, T, C, NH);
   EXPECT_LT(max_rel_error(down(d_dqkv), dqkv), 1e-4);
+}
+
+// Flash attention's CUDA kernels against the CPU's on random inputs: T of one position, past
+// several tiles and not a multiple of any, GPT-2's heads (12 of 64) as packed qkv views (row
+// stride 3C), grouped and multi-query heads; f32, bf16 and f16 tensors. Forward: out and lse from
+// the same inputs. Backward: the GPU's kernels on the CPU's out and lse, so each direction is
+// checked alone. Both sides sum in fp32 in another order; a 16-bit result is then rounded once on
+// each side, so two results are at most one unit in the last place apart: 2^-7 of the value for
+// bf16, 2^-10 for f16 (bounds below relative to the largest reference value).
+TEST_F(CudaKernels, FlashAttentionForwardAndBackward) {
+  SL_REQUIRE_CUDA();
+  struct Case {
+    int B, T, NH, NKV, hs;
+    bool packed;  // q, k, v as views of one (B, T, 3C) buffer, dq, dk, dv likewise
+  };
+  const Case cases[] = {{1, 1, 1, 1, 8, false},
+                        {2, 150, 4, 2, 32, false},
+                        {1, 300, 12, 12, 64, true},
+                        {2, 70, 4, 1, 16, false}};
+  for (const Case& c : cases)
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+      SCOPED_TRACE(::testing::Message()
+                   << dtype_name(t) << " B " << c.B << " T " << c.T << " NH " << c.NH << " NKV "
+                   << c.NKV << " hs " << c.hs << (c.packed ? " packed" : ""));
+      const FlashShape s{c.B, c.T, c.NH, c.NKV, c.hs, t};
+      const int64_t rows = static_cast<int64_t>(s.B) * s.T;
+      const int64_t qc = static_cast<int64_t>(s.NH) * s.hs, kc = static_cast<int64_t>(s.NKV) * s.hs;
+      const int64_t es = static_cast<int64_t>(dtype_size(t));
+      // Where q, k, v (and dq, dk, dv) sit in their buffer, in elements, and their row strides.
+      const int64_t ldq = c.packed ? qc + 2 * kc : qc, ldk = c.packed ? qc + 2 * kc : kc;
+      const int64_t q_at = 0, k_at = c.packed ? qc : 0, v_at = c.packed ? qc + kc : 0;
+      auto bytes_of = [&](int64_t n, uint32_t seed) {  // n random values of t, as stored
+        const auto v = random_vector(n, seed);
+        std::vector<char> b(static_cast<size_t>(n * es));
+        for (int64_t i = 0; i < n; ++i) store_from_f32(b.data(), static_cast<size_t>(i), t, v[i]);
+        return b;
+      };
+      std::vector<char> q, k, v;
+      if (c.packed) {
+        q = bytes_of(rows * ldq, 41);
+      } else {
+        q = bytes_of(rows * qc, 41);
+        k = bytes_of(rows * kc, 42);
+        v = bytes_of(rows * kc, 43);
+      }
+      const std::vector<char> dout = bytes_of(rows * qc, 44);
+      std::vector<char>& kbuf = c.packed ? q : k;
+      std::vector<char>& vbuf = c.packed ? q : v;
+      auto in = [&](const void* base, int64_t at, int64_t ld) {
+        return RowsIn{static_cast<const char*>(base) + at * es, ld};
+      };
+      auto io = [&](void* base, int64_t at, int64_t ld) {
+        return RowsOut{static_cast<char*>(base) + at * es, ld};
+      };
+      // CPU
+      std::vector<char> out(static_cast<size_t>(rows * qc * es)), dq(q.size(), 0),
+          dk(kbuf.size(), 0), dv(vbuf.size(), 0);
+      std::vector<float> lse(static_cast<size_t>(s.B) * s.NH * s.T);
+      flash_attention_forward(*cpu, s, io(out.data(), 0, qc), lse.data(), in(q.data(), q_at, ldq),
+                              in(kbuf.data(), k_at, ldk), in(vbuf.data(), v_at, ldk));
+      std::vector<char>& dkbuf = c.packed ? dq : dk;
+      std::vector<char>& dvbuf = c.packed ? dq : dv;
+      flash_attention_backward(*cpu, s, io(dq.data(), q_at, ldq), io(dkbuf.data(), k_at, ldk),
+                               io(dvbuf.data(), v_at, ldk), in(dout.data(), 0, qc),
+                               in(q.data(), q_at, ldq), in(kbuf.data(), k_at, ldk),
+                               in(vbuf.data(), v_at, ldk), in(out.data(), 0, qc), lse.data());
+      // GPU
+      Buffer g_q = to_device_as(*gpu, q), g_do = to_device_as(*gpu, dout);
+      Buffer g_k = c.packed ? Buffer() : to_device_as(*gpu, k);
+      Buffer g_v = c.packed ? Buffer() : to_device_as(*gpu, v);
+      void* gk = c.packed ? g_q.data() : g_k.data();
+      void* gv = c.packed ? g_q.data() : g_v.data();
+      Buffer g_out = gpu->alloc(static_cast<int64_t>(out.size()), MemCategory::workspace);
+      Buffer g_lse = gpu->alloc(static_cast<int64_t>(lse.size() * 4), MemCategory::workspace);
+      flash_attention_forward(*gpu, s, io(g_out.data(), 0, qc), g_lse.f32(),
+                              in(g_q.data(), q_at, ldq), in(gk, k_at, ldk), in(gv, v_at, ldk));
+      Buffer c_out = to_device_as(*gpu, out), c_lse = to_device_as(*gpu, lse);
+      Buffer g_dq = gpu->alloc_zeros(static_cast<int64_t>(dq.size()), MemCategory::workspace);
+      Buffer g_dk = c.packed
+                        ? Buffer()
+                        : gpu->alloc_zeros(static_cast<int64_t>(dk.size()), MemCategory::workspace);
+      Buffer g_dv = c.packed
+                        ? Buffer()
+                        : gpu->alloc_zeros(static_cast<int64_t>(dv.size()), MemCategory::workspace);
+      void* gdk = c.packed ? g_dq.data() : g_dk.data();
+      void* gdv = c.packed ? g_dq.data() : g_dv.data();
+      flash_attention_backward(*gpu, s, io(g_dq.data(), q_at, ldq), io(gdk, k_at, ldk),
+                               io(gdv, v_at, ldk), in(g_do.data(), 0, qc),
+                               in(g_q.data(), q_at, ldq), in(gk, k_at, ldk), in(gv, v_at, ldk),
+                               in(c_out.data(), 0, qc), c_lse.f32());
+      // Compared as fp32 values, each side widened from t.
+      auto widen = [&](const std::vector<char>& b) {
+        std::vector<float> f(b.size() / static_cast<size_t>(es));
+        for (size_t i = 0; i < f.size(); ++i) f[i] = load_as_f32(b.data(), i, t);
+        return f;
+      };
+      auto widen_gpu = [&](const Buffer& b) {
+        std::vector<char> h(static_cast<size_t>(b.bytes()));
+        gpu->copy_to_host(h.data(), b.data(), b.bytes());
+        return widen(h);
+      };
+      const double tol_out = t == DType::f32 ? 1e-5 : t == DType::bf16 ? 1e-2 : 2e-3;
+      const double tol_grad = t == DType::f32 ? 1e-4 : tol_out;
+      EXPECT_LT(max_rel_error(widen_gpu(g_out), widen(out)), tol_out) << "out";
+      EXPECT_LT(max_rel_error(down(g_lse), lse), 1e-5) << "lse";  // fp32 in every case
+      EXPECT_LT(max_rel_error(widen_gpu(g_dq), widen(dq)), tol_grad) << "dq";
+      if (!c.packed) {
+        EXPECT_LT(max_rel_error(widen_gpu(g_dk), widen(dk)), tol_grad) << "dk";
+        EXPECT_LT(max_rel_error(widen_gpu(g_dv), widen(dv)), tol_grad) << "dv";
+      }
+    }
+}
+
+// Device::gemm_ex with 16-bit inputs: cuBLAS GemmEx against the CPU's widened GEMM
+// (core/device/cpu_gemm.hpp) on the same values, every transpose, beta 0 and 1, C in f32 or the
+// inputs' dtype (beta reads C as stored). Both sum exact products in fp32 in another order (1e-5
+// of the largest value at K = 300); a 16-bit C is rounded once on each side (one unit in the last
+// place apart at most: 2^-7 for bf16, 2^-10 for f16).
+TEST_F(CudaKernels, GemmExMatchesTheCpu) {
+  SL_REQUIRE_CUDA();
+  const int M = 70, N = 45, K = 300;
+  for (DType ab : {DType::bf16, DType::f16})
+    for (DType c : {DType::f32, ab})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (float beta : {0.0f, 1.0f}) {
+            SCOPED_TRACE(::testing::Message() << dtype_name(ab) << " -> " << dtype_name(c) << " ta "
+                                              << ta << " tb " << tb << " beta " << beta);
+            const int lda = ta ? M : K, ldb = tb ? K : N;
+            auto as16 = [](const std::vector<float>& f, DType t) {
+              std::vector<uint16_t> b(f.size());
+              for (size_t i = 0; i < f.size(); ++i) store_from_f32(b.data(), i, t, f[i]);
+              return b;
+            };
+            const auto a = as16(random_vector(static_cast<int64_t>(M) * K, 61), ab);
+            const auto b = as16(random_vector(static_cast<int64_t>(K) * N, 62), ab);
+            const auto c0 = random_vector(static_cast<int64_t>(M) * N, 63);
+            std::vector<float> c32 = c0;
+            std::vector<uint16_t> c16 = as16(c0, c == DType::f32 ? ab : c);
+            void* cc = c == DType::f32 ? static_cast<void*>(c32.data()) : c16.data();
+            Buffer ga = to_device_as(*gpu, a), gb = to_device_as(*gpu, b);
+            Buffer gc = c == DType::f32 ? to_device_as(*gpu, c32) : to_device_as(*gpu, c16);
+            cpu->gemm_ex(ta, tb, M, N, K, 0.5f, a.data(), lda, b.data(), ldb, ab, beta, cc, N, c);
+            gpu->gemm_ex(ta, tb, M, N, K, 0.5f, ga.data(), lda, gb.data(), ldb, ab, beta, gc.data(),
+                         N, c);
+            std::vector<float> want(c32.size()), got(c32.size());
+            std::vector<char> raw(static_cast<size_t>(gc.bytes()));
+            gpu->copy_to_host(raw.data(), gc.data(), gc.bytes());
+            for (size_t i = 0; i < want.size(); ++i) {
+              want[i] = c == DType::f32 ? c32[i] : load_as_f32(c16.data(), i, c);
+              got[i] = load_as_f32(raw.data(), i, c);
+            }
+            const double tol = c == DType::f32 ? 1e-5 : c == DType::bf16 ? 1e-2 : 2e-3;
+            EXPECT_LT(max_rel_error(got, want), tol);
+          }
+  EXPECT_EQ(gpu->gemm_path(DType::f32), "cuBLAS sgemm");
+  EXPECT_EQ(gpu->gemm_path(DType::bf16), "cuBLAS GemmEx, bf16 inputs, CUBLAS_COMPUTE_32F");
+}
+
+// The batched form (cublasGemmStridedBatchedEx) against the CPU's, bf16 inputs, f32 C.
+TEST_F(CudaKernels, GemmExBatchedBf16) {
+  SL_REQUIRE_CUDA();
+  const int M = 33, N = 65, K = 130, batch = 3;
+  auto a = random_vector(batch * M * K, 51), b = random_vector(batch * K * N, 52);
+  std::vector<uint16_t> a16(a.size()), b16(b.size());
+  for (size_t i = 0; i < a.size(); ++i) a16[i] = f32_to_bf16_bits(a[i]);
+  for (size_t i = 0; i < b.size(); ++i) b16[i] = f32_to_bf16_bits(b[i]);
+  std::vector<float> c(static_cast<size_t>(batch) * M * N);
+  cpu->gemm_ex_batched(false, true, M, N, K, 1.0f, a16.data(), K, M * K, b16.data(), K, K * N,
+                       DType::bf16, 0.0f, c.data(), N, M * N, DType::f32, batch);
+  Buffer ga = to_device_as(*gpu, a16), gb = to_device_as(*gpu, b16), gc = up(c);
+  gpu->gemm_ex_batched(false, true, M, N, K, 1.0f, ga.data(), K, M * K, gb.data(), K, K * N,
+                       DType::bf16, 0.0f, gc.data(), N, M * N, DType::f32, batch);
+  EXPECT_LT(max_rel_error(down(gc), c), 1e-5);
 }
 
 TEST_F(CudaKernels, CrossEntropyForwardAndBackward) {

@@ -38,13 +38,29 @@ void CudaDevice::gemm_batched(bool ta, bool tb, int M, int N, int K, float alpha
 
 void CudaDevice::gemm_ex(bool ta, bool tb, int M, int N, int K, float alpha, const void* A, int lda,
                          const void* B, int ldb, DType ab, float beta, void* C, int ldc, DType c) {
-  SL_CHECK(c == DType::f32 || c == ab, "gemm_ex: C must be f32 or the inputs' dtype (A/B ",
-           dtype_name(ab), ", C ", dtype_name(c), ")");
+  check_gemm_ex_dtypes(ab, c);
   if (M <= 0 || N <= 0) return;
   CudaDeviceGuard guard(ordinal_);
   CUBLAS_CHECK(cublasGemmEx(cublas_, op(tb), op(ta), N, M, K, &alpha, B, cuda_type(ab), ldb, A,
                             cuda_type(ab), lda, &beta, C, cuda_type(c), ldc, CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT));
+}
+
+void CudaDevice::gemm_ex_batched(bool ta, bool tb, int M, int N, int K, float alpha, const void* A,
+                                 int lda, int64_t sa, const void* B, int ldb, int64_t sb, DType ab,
+                                 float beta, void* C, int ldc, int64_t sc, DType c, int batch) {
+  check_gemm_ex_dtypes(ab, c);
+  if (M <= 0 || N <= 0 || batch <= 0) return;
+  CudaDeviceGuard guard(ordinal_);
+  CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      cublas_, op(tb), op(ta), N, M, K, &alpha, B, cuda_type(ab), ldb, sb, A, cuda_type(ab), lda,
+      sa, &beta, C, cuda_type(c), ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+std::string CudaDevice::gemm_path(DType ab) const {
+  return ab == DType::f32
+             ? std::string("cuBLAS sgemm")
+             : std::string("cuBLAS GemmEx, ") + dtype_name(ab) + " inputs, CUBLAS_COMPUTE_32F";
 }
 
 }  // namespace shardlab

@@ -62,10 +62,16 @@ class CudaDevice final : public Device {
                     int lda, int64_t stride_a, const float* B, int ldb, int64_t stride_b,
                     float beta, float* C, int ldc, int64_t stride_c, int batch) override;
 
-  // Mixed-precision GEMM (cublasGemmEx): A and B in `ab` (bf16, f16 or f32), C in `c` (f32 or the
-  // same as `ab`), accumulation in f32. Same row-major conventions as gemm.
+  // Mixed-precision GEMMs (cublasGemmEx, cublasGemmStridedBatchedEx with CUBLAS_COMPUTE_32F): A
+  // and B in `ab` (bf16, f16 or f32), C in `c` (f32 or the same as `ab`), accumulation in f32.
+  // Same row-major conventions as gemm.
   void gemm_ex(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int lda,
-               const void* B, int ldb, DType ab, float beta, void* C, int ldc, DType c);
+               const void* B, int ldb, DType ab, float beta, void* C, int ldc, DType c) override;
+  void gemm_ex_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A,
+                       int lda, int64_t stride_a, const void* B, int ldb, int64_t stride_b,
+                       DType ab, float beta, void* C, int ldc, int64_t stride_c, DType c,
+                       int batch) override;
+  std::string gemm_path(DType ab) const override;
 
   // ---- streams and events
   cudaStream_t compute_stream() const { return compute_; }

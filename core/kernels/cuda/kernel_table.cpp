@@ -6,9 +6,10 @@ namespace shardlab {
 namespace {
 
 const KernelTable kCudaKernels = {
-    "cuda",         &kCudaAttention, &kCudaCrossEntropy, &kCudaElementwise,
-    &kCudaEncoder,  &kCudaGelu,      &kCudaLayerNorm,    &kCudaOptim,
-    &kCudaResidual, &kCudaRmsNorm,   &kCudaRope,         &kCudaSwiGlu};
+    "cuda",        &kCudaAttention,      &kCudaCrossEntropy, &kCudaElementwise,
+    &kCudaEncoder, &kCudaFlashAttention, &kCudaGelu,         &kCudaLayerNorm,
+    &kCudaOptim,   &kCudaResidual,       &kCudaRmsNorm,      &kCudaRope,
+    &kCudaSwiGlu};
 
 }  // namespace
 
