@@ -160,6 +160,37 @@ def plan_offload_tiny(cwd):
     return fenced([cmd.replace("build/bin/", "")] + out.split("\n"))
 
 
+def plan_cell(out, column, cmd):
+    """The cell of `column` in full_shard's row of a `shardlab plan` table: the row follows its
+    header line, with the units line between them in the strategy table."""
+    lines = out.split("\n")
+    for i, line in enumerate(lines):
+        names = line.split()
+        if column not in names:
+            continue
+        for row in lines[i + 1:i + 3]:
+            if row.startswith("full_shard"):
+                return row.split()[names.index(column)]
+    sys.exit(f"docs/figures.py: `{cmd}` printed no full_shard '{column}' cell")
+
+
+def attention_plan(cwd):
+    """model.md: what flash attention saves, from `shardlab plan` of gpt2 full_shard on 8 ranks
+    (B 4) at three sequence lengths, each with --attention naive and flash: the activations at
+    the peak and the whole peak."""
+    rows = ["| T | --attention | activations at the peak MiB | peak MiB |",
+            "| --- | --- | --- | --- |"]
+    base = "build/bin/shardlab plan --model gpt2 --ranks 8 --batch 4 --strategy full_shard"
+    for t in (256, 512, 1024):
+        for kernel in ("naive", "flash"):
+            cmd = f"{base} --seq {t} --attention {kernel}"
+            out = run(cmd, cwd)
+            rows.append(f"| {t} | {kernel} | {plan_cell(out, 'activation', cmd)} | "
+                        f"{plan_cell(out, 'peak', cmd)} |")
+    made = base.replace("build/bin/", "") + " --seq T --attention naive|flash"
+    return "\n".join(rows) + f"\n\nEach row: `{made}`.\n"
+
+
 def offload_small(cwd):
     """fsdp.md: full_shard at small on 4 ranks under a 36 MiB limit, without offload (out of
     memory) and with --offload params (trains), with the planner's peaks beside."""
@@ -526,6 +557,7 @@ FIGURES = [Figure(*row) for row in [
     ("bench-explained", ["docs/bench/README.md"], bench_explained),
     ("bench-report", [], bench_report),
     ("offload-small", ["docs/fsdp.md"], offload_small),
+    ("attention-plan", ["docs/model.md"], attention_plan),
     ("wrap-sweep", ["docs/fsdp.md"], wrap_sweep),
     ("simulate-7b", ["docs/simulate.md"], simulate_7b),
     ("simulate-table", ["docs/simulate.md"], simulate_table),

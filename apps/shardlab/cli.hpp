@@ -73,6 +73,7 @@ void apply_engine_options(const EngineOptionStrings& s, EngineConfig& engine, in
 struct TrainConfig;
 // String options parsed after CLI11 is done, so their errors read like every other one.
 struct TrainOptionStrings {
+  std::string attention = "naive";
   std::string optimizer = "adamw";
   std::string schedule = "cosine";
   std::string strategy = "full_shard";

@@ -65,6 +65,7 @@ int run_recommend(const CLI::App& cmd, RecommendOptions r, const PlanCommandOpti
         if ((*list)[i] == (*list)[k])
           SL_THROW(InvalidArgument, flag, ": '", (*list)[i], "' is listed twice");
   r.model = p.model;
+  r.attention = p.attention;
   r.ranks = p.ranks;
   r.seq = p.seq;
   r.mem_cap = parse_bytes(mem_limit, "--mem-limit");
@@ -90,6 +91,7 @@ CliCommand add_plan_command(CLI::App& app) {
   struct Options {
     PlanCommandOptions plan;
     std::string params = "0";
+    std::string attention = "naive";
     EngineOptionStrings engine;  // --param-dtype, --reduce-dtype, --mem-limit
     std::vector<std::string> strategies;
     bool recommend = false;  // --recommend: the strategy advisor (apps/shardlab/recommend.hpp)
@@ -111,6 +113,9 @@ CliCommand add_plan_command(CLI::App& app) {
   cmd->add_option("--n-embd", p.n_embd, "override the residual width C");
   cmd->add_option("--vocab-size", p.vocab_size, "override the vocabulary size V");
   cmd->add_option("--max-seq-len", p.max_seq_len, "override the longest sequence the model takes");
+  cmd->add_option("--attention", o->attention,
+                  "naive | flash: the attention kernel, which decides what each block keeps for "
+                  "backward (B x NH x T x T probabilities, or one log-sum-exp per row)");
   cmd->add_option("--params", o->params,
                   "model states only for this many parameters (e.g. 7.5e9), no shape: no "
                   "activations or gathered units, so never \"fits\" and never exit 2 (a limit is "
@@ -163,6 +168,7 @@ CliCommand add_plan_command(CLI::App& app) {
       "      --seq 2048   (docs/choosing.md)\n");
   return {cmd, [o, cmd] {
             PlanCommandOptions& p = o->plan;
+            p.attention = parse_attention_kernel(o->attention);
             if (o->recommend) {
               o->rec.cluster = p.cluster;
               try {

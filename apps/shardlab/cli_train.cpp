@@ -62,6 +62,10 @@ void add_train_options(CLI::App* cmd, TrainConfig& c, TrainOptionStrings& s, boo
   cmd->add_option("--n-embd", c.n_embd, "override the residual width C");
   cmd->add_option("--vocab-size", c.vocab_size, "override the vocabulary size V");
   cmd->add_option("--max-seq-len", c.max_seq_len, "override the longest sequence the model takes");
+  cmd->add_option("--attention", s.attention,
+                  "naive (keeps each block's B x NH x T x T probabilities for backward) | flash "
+                  "(tiled online softmax: keeps one log-sum-exp per row, recomputes in backward)")
+      ->capture_default_str();
 
   if (!simulate) {
     cmd->option_defaults()->group("Data");
@@ -174,6 +178,7 @@ void add_train_options(CLI::App* cmd, TrainConfig& c, TrainOptionStrings& s, boo
 }
 
 void apply_train_options(TrainConfig& c, const TrainOptionStrings& s) {
+  c.attention = parse_attention_kernel(s.attention);
   c.engine.optim.kind = parse_optimizer_kind(s.optimizer);
   c.schedule = parse_lr_schedule(s.schedule);
   c.engine.strategy = parse_strategy(s.strategy);

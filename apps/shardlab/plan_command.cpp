@@ -10,6 +10,7 @@
 #include "core/base/error.hpp"
 #include "core/device/cluster_spec.hpp"
 #include "core/fsdp/memory_plan.hpp"
+#include "core/model/gpt2.hpp"
 
 namespace shardlab {
 
@@ -103,7 +104,7 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
       in.world = o.ranks;
       in.unit_numels = {o.params};
     } else {
-      in = plan_input(engine, o.ranks, model, o.batch, o.seq, o.accum);
+      in = plan_input(engine, o.ranks, gpt2_model(model, {o.attention}), o.batch, o.seq, o.accum);
       in.token_buffers = true;  // as `shardlab train` runs it
       in.cluster = cluster;
       if (!o.math.empty()) in.math = parse_gemm_math(o.math);
@@ -124,10 +125,11 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
   } else {
     std::snprintf(line, sizeof line,
                   "model %s: %s; N = %d ranks, B = %d x T = %d per rank, K = %d, params %s, "
-                  "grads %s, prefetch %d%s%s%s%s\n",
+                  "grads %s, prefetch %d%s%s%s%s%s\n",
                   o.model.c_str(), model.describe().c_str(), o.ranks, o.batch,
                   o.seq > 0 ? o.seq : model.max_seq_len, o.accum, dtype_name(engine.param_dtype),
                   dtype_name(engine.reduce_dtype), engine.prefetch,
+                  o.attention == AttentionKernel::flash ? ", flash attention" : "",
                   engine.act_ckpt ? ", activation ckpt" : "",
                   engine.keep_root ? ", root kept for the backward" : "",
                   engine.offload != Offload::none ? ", offload " : "",

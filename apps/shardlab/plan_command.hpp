@@ -13,6 +13,7 @@
 #include "core/fsdp/engine_config.hpp"
 #include "core/fsdp/strategy.hpp"
 #include "core/model/config.hpp"
+#include "core/model/stage.hpp"
 
 namespace shardlab {
 
@@ -20,6 +21,7 @@ struct PlanCommandOptions {
   std::string model = "small";  // a GPTConfig preset
   // Shape overrides of the preset, as `train` names them (0 = keep the preset's).
   int n_layer = 0, n_head = 0, n_embd = 0, vocab_size = 0, max_seq_len = 0;
+  AttentionKernel attention = AttentionKernel::naive;  // --attention: what backward keeps
   int64_t params = 0;  // Psi for a states-only plan (no model); excludes every shape option
   // The shape options the command line was given (for the refusal of --params beside them).
   std::vector<std::string> shape_flags_given;

@@ -75,6 +75,7 @@ TrainConfig config_of(const RecommendOptions& o, const std::shared_ptr<const Clu
                       const RecommendCandidate& c) {
   TrainConfig cfg;
   cfg.model = o.model;
+  cfg.attention = o.attention;
   cfg.cluster = o.cluster;
   cfg.cluster_spec = spec;
   cfg.backend = "sim";  // as run_simulation sets them, so that validate() checks a simulation

@@ -15,17 +15,19 @@
 
 #include "core/base/dtype.hpp"
 #include "core/fsdp/engine_config.hpp"
+#include "core/model/stage.hpp"
 
 namespace shardlab {
 
 struct RecommendOptions {
   std::string model = "small";  // a GPTConfig preset
   std::string cluster;          // a preset or a JSON cluster file (as `shardlab simulate`)
-  int ranks = 0;                // N
-  int64_t global_batch = 0;     // sequences per step, all ranks: N x B x K
-  int seq = 0;                  // T (0: the model's max_seq_len)
-  int64_t mem_cap = 0;          // bytes per rank (0: the cluster's GPU memory)
-  int top = 5;                  // configurations printed
+  AttentionKernel attention = AttentionKernel::naive;  // the kernel every candidate runs
+  int ranks = 0;                                       // N
+  int64_t global_batch = 0;                            // sequences per step, all ranks: N x B x K
+  int seq = 0;                                         // T (0: the model's max_seq_len)
+  int64_t mem_cap = 0;  // bytes per rank (0: the cluster's GPU memory)
+  int top = 5;          // configurations printed
   std::vector<DType> dtypes = {DType::f32, DType::bf16};  // for parameters and for gradients
   // Wrap policies searched (--wraps; wrap_policy.hpp's forms). Each multiplies the search.
   std::vector<std::string> wraps = {"block"};

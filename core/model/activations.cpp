@@ -18,9 +18,18 @@ struct Carver {
 
 // ---- BlockActivations --------------------------------------------------------------------------
 
-int64_t block_attn_saved_bytes(const GPTConfig& cfg, const KernelChoice&, int B, int T) {
+namespace {
+// Floats of the attention kernel's own saved tensor: naive's probabilities (B, NH, T, T), or
+// flash's logsumexp (B, NH, T).
+int64_t attention_saved_floats(const GPTConfig& cfg, const KernelChoice& k, int B, int T) {
+  const int64_t rows = static_cast<int64_t>(B) * cfg.n_head * T;
+  return k.attention == AttentionKernel::flash ? rows : rows * T;
+}
+}  // namespace
+
+int64_t block_attn_saved_bytes(const GPTConfig& cfg, const KernelChoice& k, int B, int T) {
   const int64_t N = static_cast<int64_t>(B) * T, C = cfg.n_embd;
-  return 4 * (N * (6 * C + 2) + static_cast<int64_t>(B) * cfg.n_head * T * T);
+  return 4 * (N * (6 * C + 2) + attention_saved_floats(cfg, k, B, T));
 }
 
 int64_t block_mlp_saved_bytes(const GPTConfig& cfg, int B, int T) {
@@ -53,7 +62,7 @@ void BlockActivations::release() {
 
 void BlockActivations::set_views() {
   if (buf_.empty()) {
-    ln1 = ln1_mean = ln1_rstd = qkv = att = atty = res2 = nullptr;
+    ln1 = ln1_mean = ln1_rstd = qkv = att = lse = atty = res2 = nullptr;
     ln2 = ln2_mean = ln2_rstd = fch = fch_gelu = nullptr;
     return;
   }
@@ -63,7 +72,10 @@ void BlockActivations::set_views() {
   ln1_mean = c.take(N);
   ln1_rstd = c.take(N);
   qkv = c.take(N * 3 * C);
-  att = c.take(static_cast<int64_t>(B_) * cfg_.n_head * T_ * T_);
+  float* kernel_saved = c.take(attention_saved_floats(cfg_, kernels_, B_, T_));
+  const bool flash = kernels_.attention == AttentionKernel::flash;
+  att = flash ? nullptr : kernel_saved;
+  lse = flash ? kernel_saved : nullptr;
   atty = c.take(N * C);
   res2 = c.take(N * C);
   ln2 = c.take(N * C);

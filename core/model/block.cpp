@@ -2,6 +2,7 @@
 //   r = x + c_proj(attn(c_attn(ln_1(x)))),  y = r + mlp.c_proj(gelu(mlp.c_fc(ln_2(r))))
 #include "core/base/error.hpp"
 #include "core/kernels/attention.hpp"
+#include "core/kernels/flash_attention.hpp"
 #include "core/kernels/gelu.hpp"
 #include "core/kernels/layernorm.hpp"
 #include "core/kernels/linear.hpp"
@@ -24,6 +25,21 @@ void check_acts(const BlockActivations& acts, int B, int T, const char* fn) {
   SL_CHECK(acts.B() == B && acts.T() == T, fn, ": activations are for B ", acts.B(), " T ",
            acts.T(), ", called with B ", B, " T ", T);
 }
+
+bool flash(const BlockActivations& acts) {
+  return acts.kernels().attention == AttentionKernel::flash;
+}
+
+// GPT-2's attention as flash_attention.hpp sees it: NH heads of C / NH, all of them K/V heads,
+// q, k and v the three thirds of each packed qkv row (ld 3C).
+FlashShape flash_shape(const GPTConfig& cfg, int B, int T) {
+  FlashShape s;
+  s.B = B;
+  s.T = T;
+  s.NH = s.NKV = cfg.n_head;
+  s.hs = cfg.n_embd / cfg.n_head;
+  return s;
+}
 }  // namespace
 
 void block_attn_forward(Device& dev, const GPTConfig& cfg, BlockActivations& acts, const float* x,
@@ -34,7 +50,14 @@ void block_attn_forward(Device& dev, const GPTConfig& cfg, BlockActivations& act
   auto p = block_views(cfg, attn_params, static_cast<const float*>(nullptr));
   layernorm_forward(dev, acts.ln1, acts.ln1_mean, acts.ln1_rstd, x, p.ln1_w, p.ln1_b, N, C);
   linear_forward(dev, acts.qkv, acts.ln1, p.qkv_w, p.qkv_b, N, C, 3 * C);
-  attention_forward(dev, acts.atty, acts.att, acts.qkv, B, T, C, cfg.n_head);
+  if (flash(acts)) {
+    const int64_t ld = 3 * C;
+    flash_attention_forward(dev, flash_shape(cfg, B, T), RowsOut{acts.atty, C}, acts.lse,
+                            RowsIn{acts.qkv, ld}, RowsIn{acts.qkv + C, ld},
+                            RowsIn{acts.qkv + 2 * C, ld});
+  } else {
+    attention_forward(dev, acts.atty, acts.att, acts.qkv, B, T, C, cfg.n_head);
+  }
   dev.copy(acts.res2, x, nc_bytes);  // the residual, then c_proj accumulated on top
   linear_forward(dev, acts.res2, acts.atty, p.attproj_w, p.attproj_b, N, C, C, true);
 }
@@ -100,7 +123,15 @@ void block_attn_backward(Device& dev, const GPTConfig& cfg, float* dx, float* da
   // dx holds dL/dr on entry
   const bool acc = gw == GradWrite::accumulate;
   linear_backward(dev, narrow, d.attproj_w, d.attproj_b, dx, acts.atty, p.attproj_w, N, C, C, acc);
-  attention_backward(dev, wide, narrow, acts.qkv, acts.att, B, T, C, cfg.n_head);
+  if (flash(acts)) {  // dqkv packed as qkv is: dq | dk | dv in each row of 3C
+    const int64_t ld = 3 * C;
+    flash_attention_backward(dev, flash_shape(cfg, B, T), RowsOut{wide, ld}, RowsOut{wide + C, ld},
+                             RowsOut{wide + 2 * C, ld}, RowsIn{narrow, C}, RowsIn{acts.qkv, ld},
+                             RowsIn{acts.qkv + C, ld}, RowsIn{acts.qkv + 2 * C, ld},
+                             RowsIn{acts.atty, C}, acts.lse);
+  } else {
+    attention_backward(dev, wide, narrow, acts.qkv, acts.att, B, T, C, cfg.n_head);
+  }
   linear_backward(dev, narrow, d.qkv_w, d.qkv_b, wide, acts.ln1, p.qkv_w, N, C, 3 * C, acc);
   start_layernorm_grads(dev, gw, d.ln1_w, d.ln1_b, C);
   layernorm_backward(dev, dx, d.ln1_w, d.ln1_b, narrow, x, p.ln1_w, acts.ln1_mean, acts.ln1_rstd, N,

@@ -49,9 +49,10 @@ void embedding_backward(Device& dev, const GPTConfig& cfg,
 // For activation checkpointing: release() frees it, allocate() takes it again (same shapes), and
 // running block_forward again refills it.
 // Bytes each half of a block saves (the halves' Stage::saved_bytes, gpt2.hpp): the attention half
-// ln1, its mean and rstd, qkv, att (naive attention: the (B, NH, T, T) probabilities), atty and
-// res2, 4 (B T (6C + 2) + B NH T^2); the MLP half ln2, its mean and rstd, fch and fch_gelu,
-// 4 B T (9C + 2).
+// ln1, its mean and rstd, qkv, the attention kernel's own (naive: the (B, NH, T, T)
+// probabilities; flash: one logsumexp per query row, (B, NH, T)), atty and res2,
+// 4 (B T (6C + 2) + B NH T^2) naive and 4 (B T (6C + 2) + B NH T) flash; the MLP half ln2, its
+// mean and rstd, fch and fch_gelu, 4 B T (9C + 2).
 int64_t block_attn_saved_bytes(const GPTConfig& cfg, const KernelChoice& k, int B, int T);
 int64_t block_mlp_saved_bytes(const GPTConfig& cfg, int B, int T);
 
@@ -63,7 +64,8 @@ class BlockActivations {
   BlockActivations(BlockActivations&&) = default;
   BlockActivations& operator=(BlockActivations&&) = default;
 
-  // Bytes one block saves for (cfg, B, T): both halves, 4 * (B*T*(15C + 4) + B*NH*T*T).
+  // Bytes one block saves for (cfg, B, T): both halves, 4 * (B*T*(15C + 4) + B*NH*T*T) with
+  // naive attention, 4 * (B*T*(15C + 4) + B*NH*T) with flash.
   static int64_t bytes_for(const GPTConfig& cfg, int B, int T, const KernelChoice& k = {});
 
   void allocate();  // no-op when already allocated; needs the constructor's device
@@ -72,13 +74,18 @@ class BlockActivations {
   int64_t bytes() const { return buf_.bytes(); }  // 0 when released
   int B() const { return B_; }
   int T() const { return T_; }
+  // The kernels the block runs with these activations (what they hold depends on them).
+  const KernelChoice& kernels() const { return kernels_; }
 
   // Saved tensors (null when released).
   float* ln1 = nullptr;       // (B, T, C)   ln_1 output
   float* ln1_mean = nullptr;  // (B, T)
   float* ln1_rstd = nullptr;  // (B, T)
   float* qkv = nullptr;       // (B, T, 3C)  q | k | v, head h at columns [h*hs, (h+1)*hs) of each
-  float* att = nullptr;       // (B, NH, T, T) causal softmax probabilities (upper triangle 0)
+  float* att = nullptr;       // naive attention: (B, NH, T, T) causal softmax probabilities
+                              // (upper triangle 0); null under flash attention
+  float* lse = nullptr;       // flash attention: (B, NH, T) logsumexp of each query row's scores;
+                              // null under naive attention
   float* atty = nullptr;      // (B, T, C)   attention output before c_proj
   float* res2 = nullptr;      // (B, T, C)   x + attention branch (input of ln_2)
   float* ln2 = nullptr;       // (B, T, C)

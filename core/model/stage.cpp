@@ -79,4 +79,14 @@ void Stage::recompute(Pass&, const StageArgs&) const {
   SL_THROW(InvalidArgument, "stage ", name_, " cannot be recomputed (it is in no layer)");
 }
 
+const char* attention_kernel_name(AttentionKernel k) {
+  return k == AttentionKernel::flash ? "flash" : "naive";
+}
+
+AttentionKernel parse_attention_kernel(const std::string& name, const char* option) {
+  if (name == "naive") return AttentionKernel::naive;
+  if (name == "flash") return AttentionKernel::flash;
+  SL_THROW(InvalidArgument, option, " '", name, "': the attention kernels are naive and flash");
+}
+
 }  // namespace shardlab

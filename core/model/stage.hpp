@@ -56,11 +56,15 @@ enum class GradWrite { accumulate, overwrite };
 
 // The kernels a model's stages run, chosen when the model is built. They decide what a stage
 // saves for backward (Stage::saved_bytes): naive attention keeps the (B, NH, T, T) probabilities;
-// a flash kernel would keep one logsumexp per row.
-enum class AttentionKernel : uint8_t { naive };
+// flash attention (core/kernels/flash_attention.hpp) keeps one logsumexp per query row and
+// recomputes the probabilities tile by tile in backward.
+enum class AttentionKernel : uint8_t { naive, flash };
 struct KernelChoice {
   AttentionKernel attention = AttentionKernel::naive;
 };
+// "naive" | "flash", and back; parse throws InvalidArgument naming `option` and the choices.
+const char* attention_kernel_name(AttentionKernel k);
+AttentionKernel parse_attention_kernel(const std::string& name, const char* option = "--attention");
 
 // One parameter tensor (or a stage's whole flat range) and its gradient, as a runner hands them.
 struct ParamView {

@@ -5,7 +5,7 @@
 
 namespace shardlab {
 
-EngineStepper::EngineStepper(RankContext& ctx, const GPTConfig& model, const EngineConfig& cfg,
+EngineStepper::EngineStepper(RankContext& ctx, const Model& model, const EngineConfig& cfg,
                              int accum)
     : ctx_(ctx), engine_(*ctx.device, *ctx.comm, ctx.recorder, model, cfg), accum_(accum) {
   SL_CHECK(accum >= 1, "--accum ", accum, " must be >= 1");

@@ -11,7 +11,7 @@ namespace shardlab {
 
 class EngineStepper {
  public:
-  EngineStepper(RankContext& ctx, const GPTConfig& model, const EngineConfig& cfg, int accum);
+  EngineStepper(RankContext& ctx, const Model& model, const EngineConfig& cfg, int accum);
 
   // inputs and targets: host memory, (rows, T) int32. Runs forward, backward and one optimizer
   // update at learning rate lr over K = accum micro-batches.

@@ -15,6 +15,7 @@
 #include "core/fsdp/strategy.hpp"
 #include "core/fsdp/wrap_policy.hpp"
 #include "core/memory/tracker.hpp"
+#include "core/model/gpt2.hpp"
 #include "core/trace/run_dir.hpp"
 
 namespace shardlab {
@@ -28,7 +29,8 @@ std::string fmt(const char* f, double v) {
 void print_run_header(std::ostream& out, const TrainConfig& cfg, const GPTConfig& m,
                       const TokenCorpus& corpus) {
   const OptimizerConfig& o = cfg.engine.optim;
-  out << "shardlab train: model " << cfg.model << " " << m.describe() << "\n"
+  out << "shardlab train: model " << cfg.model << " " << m.describe()
+      << (cfg.attention == AttentionKernel::flash ? ", flash attention" : "") << "\n"
       << "data: " << corpus.description << "\n";
   if (corpus.kind == CorpusKind::synthetic)
     out << "      (the entropy rate is the lowest loss any model can reach on this data)\n";
@@ -140,6 +142,7 @@ nlohmann::json train_config_json(const TrainConfig& cfg) {
           {"seq", cfg.seq},
           {"accum", cfg.accum},
           {"accum_mode", accum_mode_name(e.accum_mode)},
+          {"attention", attention_kernel_name(cfg.attention)},
           {"wrap", e.wrap},
           {"offload", offload_name(e.offload)},
           {"host_mem_limit", e.host_mem_limit},
@@ -180,7 +183,7 @@ nlohmann::json run_meta(const TrainConfig& cfg, const GPTConfig& m, int world,
   meta["config"] = train_config_json(cfg);
   // The FSDP units by id, named by what they hold (the viewer's units strip labels its rows so),
   // with the model's stages each holds.
-  const Model model(m);
+  const Model model = gpt2_model(m, cfg.kernels());
   meta["model"]["stages"] = nlohmann::json::array();  // in forward order
   for (int s = 0; s < model.num_stages(); ++s)
     meta["model"]["stages"].push_back(model.stage(s).name());

@@ -20,6 +20,7 @@
 #include "core/fsdp/engine_config.hpp"
 #include "core/memory/tracker.hpp"
 #include "core/model/config.hpp"
+#include "core/model/stage.hpp"
 #include "core/train/divergence.hpp"
 #include "core/train/markov.hpp"
 
@@ -61,6 +62,9 @@ struct TrainConfig {
   int n_embd = 0;
   int vocab_size = 0;
   int max_seq_len = 0;
+  // The attention kernel (core/model/stage.hpp): naive keeps each block's (B, NH, T, T)
+  // probabilities for backward, flash one logsumexp per query row.
+  AttentionKernel attention = AttentionKernel::naive;
 
   // ---- data: "synthetic", a text file, or an llm.c .bin shard
   std::string data = "synthetic";
@@ -126,6 +130,7 @@ struct TrainConfig {
   // The model this config describes: preset plus overrides, validated (throws InvalidArgument
   // naming the field).
   GPTConfig model_config() const;
+  KernelChoice kernels() const { return {attention}; }
   // Checks every field; throws InvalidArgument with a message naming the option and its value.
   void validate() const;
   // Checks that --batch splits evenly over `world` ranks x --accum micro-batches, and that one

@@ -37,6 +37,12 @@ expect_error(unknown_preset "huge" train --model huge --steps 1)
 expect_error(seq_too_long "--seq 100 exceeds the model's max_seq_len 64"
              train --model tiny --seq 100 --steps 1)
 
+# An attention kernel that does not exist names the option and the choices, in train and plan.
+expect_error(unknown_attention "--attention 'flash2': the attention kernels are naive and flash"
+             train --model tiny --steps 1 --attention flash2)
+expect_error(plan_unknown_attention "--attention 'fast'"
+             plan --model tiny --attention fast)
+
 # Bad loop and optimizer values.
 expect_error(negative_steps "--steps -5: the step count must be >= 0"
              train --model tiny --steps -5)
