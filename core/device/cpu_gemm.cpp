@@ -59,7 +59,17 @@ __attribute__((target("avx,f16c"))) void widen_f16_f16c(float* dst, const uint16
                      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
   for (; i < n; ++i) dst[i] = f16_bits_to_f32(src[i]);
 }
-bool have_f16c() { return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx"); }
+// CPUID leaf 1 (ECX: OSXSAVE bit 27, AVX 28, F16C 29) and XCR0's SSE and AVX state (bits 1, 2):
+// read directly, since clang's __builtin_cpu_supports does not know "f16c".
+bool have_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+  const unsigned need = (1u << 27) | (1u << 28) | (1u << 29);
+  if ((c & need) != need) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & 6u) == 6u;
+}
 #else
 void widen_f16_f16c(float*, const uint16_t*, int64_t) {}
 bool have_f16c() { return false; }
