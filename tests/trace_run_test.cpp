@@ -746,7 +746,8 @@ TEST(Stragglers, NamedOnlyBeyondTheRunsNoise) {
     print_stragglers(compute_summary(run).stragglers, os);
     EXPECT_NE(os.str().find("straggler: none beyond this run's noise"), std::string::npos)
         << os.str();
-    EXPECT_EQ(os.str().find("lead by step"), std::string::npos) << os.str();
+    // The lead step by step still shows, swinging: the reason for the verdict.
+    EXPECT_NE(os.str().find("lead by step"), std::string::npos) << os.str();
   }
   // A steady lead of 20 ns in steps of 1000 ns: under 5% of the step, not named.
   {

@@ -232,22 +232,6 @@ void print_stragglers(const StragglerReport& s, std::ostream& os, int max_steps)
                     "standard error and %.0f%% of the %.3f ms median step)\n",
                     g.rank, g.lead_ns * 1e-6, g.threshold_ns * 1e-6, Straggler::kNoiseFactor,
                     100 * Straggler::kMinStepFraction, g.step_ns * 1e-6);
-      os << buf;
-      std::snprintf(buf, sizeof buf,
-                    "rank %d's lead by step (step:+X ms: the others' mean wait minus rank %d's, in "
-                    "that step):",
-                    g.rank, g.rank);
-      os << buf;
-      int shown = 0;
-      for (const auto& [step, lead] : g.lead_by_step) {
-        if (shown++ == max_steps) {
-          os << " ...";
-          break;
-        }
-        std::snprintf(buf, sizeof buf, " %d:%+.1fms", step, lead * 1e-6);
-        os << buf;
-      }
-      os << "\n";
     } else {
       std::snprintf(buf, sizeof buf,
                     "straggler: none beyond this run's noise (the lead is within the threshold "
@@ -255,8 +239,24 @@ void print_stragglers(const StragglerReport& s, std::ostream& os, int max_steps)
                     "ms median step)\n",
                     g.threshold_ns * 1e-6, Straggler::kNoiseFactor,
                     100 * Straggler::kMinStepFraction, g.step_ns * 1e-6);
+    }
+    os << buf;
+    // Step by step, named or not: a steady lead is a straggler, one that swings is noise.
+    std::snprintf(buf, sizeof buf,
+                  "rank %d's lead by step (step:+X ms: the others' mean wait minus rank %d's, in "
+                  "that step):",
+                  g.rank, g.rank);
+    os << buf;
+    int shown = 0;
+    for (const auto& [step, lead] : g.lead_by_step) {
+      if (shown++ == max_steps) {
+        os << " ...";
+        break;
+      }
+      std::snprintf(buf, sizeof buf, " %d:%+.1fms", step, lead * 1e-6);
       os << buf;
     }
+    os << "\n";
   }
   if (s.peak_max_rank >= 0 && s.ranks.size() > 1 && s.peak_max == s.peak_min) {
     os << "memory imbalance: none, every rank peaks at " << format_bytes(s.peak_max) << "\n";

@@ -229,6 +229,14 @@ TEST(ViewerScreenshot, CompareModeShowsTwoRunsSideBySideOnOneScale) {
   EXPECT_GT(im.count(fsdp["memory_plot"], colors["categories"]["optimizer_state"]), 20);
   EXPECT_EQ(im.count(dp["memory_plot"], colors["categories"]["params_unsharded"]), 0);
   EXPECT_GT(im.count(fsdp["memory_plot"], colors["categories"]["params_unsharded"]), 20);
+  // Each summary row's rectangle spans the whole row, its label and every run's cell (docs-check
+  // leaves the timed rows' pixels out by these rectangles): it starts at the summary panel's
+  // left edge, not in the last run's column (where the cursor is after the header row).
+  const auto& panel = rep["panels"]["summary"];
+  ASSERT_FALSE(rep["summary_rows"].empty());
+  for (const auto& row : rep["summary_rows"]) {
+    EXPECT_LE(row["rect"][0].get<double>(), panel[0].get<double>() + 16) << row["name"];
+  }
 }
 
 TEST(ViewerScreenshot, WaitsForARunThatHasNotStartedAndFollowsItLive) {

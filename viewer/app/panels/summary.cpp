@@ -162,11 +162,10 @@ void show_summary_table(ViewerState& s, ImVec2 size) {
     ImGui::TableSetupColumn(r.run->model().info.name.c_str(), ImGuiTableColumnFlags_WidthStretch,
                             1.0f);
   ImGui::TableHeadersRow();
-  const double table_x = ImGui::GetCursorScreenPos().x;
   auto row = [&](const char* name, auto&& cell) {
     ImGui::TableNextRow();
     ImGui::TableSetColumnIndex(0);
-    const ImVec2 top = ImGui::GetCursorScreenPos();
+    const ImVec2 top = ImGui::GetCursorScreenPos();  // column 0's cell: the row's left edge
     ImGui::TextUnformatted(name);
     ViewerState::SummaryRow rec{name, {}, {}};
     for (int i = 0; i < n_runs; ++i) {
@@ -175,7 +174,7 @@ void show_summary_table(ViewerState& s, ImVec2 size) {
       ImGui::TextUnformatted(text.c_str());
       rec.cells.push_back(std::move(text));
     }
-    rec.rect = Rect{table_x, top.y, size.x, ImGui::GetTextLineHeightWithSpacing()};
+    rec.rect = Rect{top.x, top.y, size.x, ImGui::GetTextLineHeightWithSpacing()};
     s.summary_rows.push_back(std::move(rec));
   };
   auto model = [](auto cell) { return [cell](const LiveRun& r) { return cell(r.model()); }; };
