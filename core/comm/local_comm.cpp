@@ -25,6 +25,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -417,7 +418,15 @@ class LocalComm final : public Communicator {
         group_(std::move(group)),
         world_rank_(world_rank) {
     flight_ = world_->impl().flights[world_rank];
-    worker_ = std::thread([this] { worker_loop(); });
+    try {
+      worker_ = std::thread([this] { worker_loop(); });
+    } catch (const std::system_error& e) {
+      // Out of threads (or of address space for their stacks): the launcher's own message for a
+      // rank it cannot start, since which of the two runs out first is a race.
+      SL_THROW(Error, "could not start a thread of this rank (", e.what(),
+               "): --ranks ", world_->size(),
+               " is more threads than this process can start (two per rank); use fewer ranks");
+    }
   }
 
   ~LocalComm() override {

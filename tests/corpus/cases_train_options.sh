@@ -33,7 +33,7 @@ bad threads_beyond_hardware "error: --threads 100000: more than the [0-9]+ hardw
 # process aborted ("terminate called without an active exception", SIGABRT). 64 MiB stacks in a
 # 2 GB address space run out within 128 ranks. (Not under a sanitizer: its shadow memory alone
 # exceeds the address-space limit.)
-[ -z "${SHARDLAB_SANITIZER:-}" ] && bad ranks_threads_exhausted "rank [0-9]+: .*(could not start the thread|Resource temporarily unavailable|allocation)" \
+[ -z "${SHARDLAB_SANITIZER:-}" ] && bad ranks_threads_exhausted "rank [0-9]+: .*(could not start a thread of this rank|Resource temporarily unavailable|allocation)" \
   bash -c 'ulimit -s 65536 && ulimit -v 2000000 && exec "$0" train --model tiny --steps 1 --trace off --ranks 128 --batch 128 --seq 8' "$SHARDLAB"
 
 # Numbers the optimizer and the model cannot use.
