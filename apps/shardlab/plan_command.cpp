@@ -10,7 +10,7 @@
 #include "core/base/error.hpp"
 #include "core/device/cluster_spec.hpp"
 #include "core/fsdp/memory_plan.hpp"
-#include "core/model/gpt2.hpp"
+#include "core/model/family.hpp"
 
 namespace shardlab {
 
@@ -104,7 +104,7 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
       in.world = o.ranks;
       in.unit_numels = {o.params};
     } else {
-      in = plan_input(engine, o.ranks, gpt2_model(model, {o.attention}), o.batch, o.seq, o.accum);
+      in = plan_input(engine, o.ranks, build_model(model, {o.attention}), o.batch, o.seq, o.accum);
       in.token_buffers = true;  // as `shardlab train` runs it
       in.cluster = cluster;
       if (!o.math.empty()) in.math = parse_gemm_math(o.math);

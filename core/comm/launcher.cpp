@@ -92,9 +92,10 @@ void launch_local(const LaunchOptions& opts, const std::function<void(RankContex
       // No thread for rank r (out of threads, or of address space for their stacks). The ranks
       // already running would wait for it in their first collective, and destroying joinable
       // threads calls std::terminate: fail the world as if rank r had thrown, and join them.
-      world->abort(r, std::string("could not start a thread of this rank (") + e.what() +
-                          "): --ranks " + std::to_string(opts.ranks) +
-                          " is more threads than this process can start (two per rank); use fewer ranks");
+      world->abort(
+          r, std::string("could not start a thread of this rank (") + e.what() + "): --ranks " +
+                 std::to_string(opts.ranks) +
+                 " is more threads than this process can start (two per rank); use fewer ranks");
       break;
     }
   }

@@ -423,8 +423,8 @@ class LocalComm final : public Communicator {
     } catch (const std::system_error& e) {
       // Out of threads (or of address space for their stacks): the launcher's own message for a
       // rank it cannot start, since which of the two runs out first is a race.
-      SL_THROW(Error, "could not start a thread of this rank (", e.what(),
-               "): --ranks ", world_->size(),
+      SL_THROW(Error, "could not start a thread of this rank (", e.what(), "): --ranks ",
+               world_->size(),
                " is more threads than this process can start (two per rank); use fewer ranks");
     }
   }

@@ -229,6 +229,4 @@ Model gpt2_model(const GPTConfig& cfg, const KernelChoice& kernels) {
   return Model(std::move(d));
 }
 
-Model::Model(const GPTConfig& cfg) : Model(gpt2_model(cfg)) {}
-
 }  // namespace shardlab

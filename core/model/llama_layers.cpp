@@ -7,6 +7,7 @@
 #include "core/kernels/attention.hpp"
 #include "core/kernels/crossentropy.hpp"
 #include "core/kernels/encoder.hpp"
+#include "core/kernels/flash_attention.hpp"
 #include "core/kernels/linear.hpp"
 #include "core/kernels/rmsnorm.hpp"
 #include "core/kernels/rope.hpp"
@@ -53,25 +54,39 @@ void check_acts(const Acts& a, int B, int T, const char* fn) {
 
 }  // namespace
 
-LlamaAttnActivations::LlamaAttnActivations(Device& dev, const GPTConfig& cfg, int B, int T)
-    : LlamaSaved(dev, cfg, B, T) {
+LlamaAttnActivations::LlamaAttnActivations(Device& dev, const GPTConfig& cfg, int B, int T,
+                                           const KernelChoice& kernels)
+    : LlamaSaved(dev, cfg, B, T), kernels_(kernels) {
   check_batch("LlamaAttnActivations", B, T);
   allocate();
 }
 
-int64_t LlamaAttnActivations::bytes_for(const GPTConfig& cfg, int B, int T) {
+namespace {
+// Floats of the attention kernel's own saved tensor: naive's probabilities (B, NH, T, T), or
+// flash's logsumexp (B, NH, T).
+int64_t attention_saved_floats(const GPTConfig& cfg, const KernelChoice& k, int B, int T) {
+  const int64_t per_row = k.attention == AttentionKernel::flash ? 1 : T;
+  return rows(B, cfg.n_head) * T * per_row;
+}
+}  // namespace
+
+int64_t LlamaAttnActivations::bytes_for(const GPTConfig& cfg, int B, int T,
+                                        const KernelChoice& kernels) {
   const int64_t N = rows(B, T);
   return 4 * (N * (cfg.n_embd + 1 + llama_qkv_cols(cfg) + llama_q_cols(cfg)) +
-              rows(B, cfg.n_head) * T * T);
+              attention_saved_floats(cfg, kernels, B, T));
 }
 
 void LlamaAttnActivations::carve(float* p) {
   const int64_t N = rows(B_, T_);
+  const bool flash = kernels_.attention == AttentionKernel::flash;
   Carver c{p};
   ln = c.take(N * cfg_.n_embd);
   rstd = c.take(N);
   qkv = c.take(N * llama_qkv_cols(cfg_));
-  att = c.take(rows(B_, cfg_.n_head) * T_ * T_);
+  float* kernel_saved = c.take(attention_saved_floats(cfg_, kernels_, B_, T_));
+  att = flash ? nullptr : kernel_saved;
+  lse = flash ? kernel_saved : nullptr;
   atty = c.take(N * llama_q_cols(cfg_));
 }
 
@@ -148,6 +163,28 @@ AttentionDims dims(const GPTConfig& cfg, int B, int T) {
   return {B, T, cfg.n_head, cfg.kv_heads(), cfg.head_dim()};
 }
 
+bool flash(const LlamaAttnActivations& acts) {
+  return acts.kernels().attention == AttentionKernel::flash;
+}
+
+FlashShape flash_shape(const GPTConfig& cfg, int B, int T) {
+  FlashShape s;
+  s.B = B;
+  s.T = T;
+  s.NH = cfg.n_head;
+  s.NKV = cfg.kv_heads();
+  s.hs = cfg.head_dim();
+  return s;
+}
+
+// q, k and v as flash_attention.hpp reads them: the three column ranges of each packed row.
+struct QkvRows {
+  int64_t ld, k, v;  // row stride, and where k and v start in a row
+};
+QkvRows qkv_rows(const GPTConfig& cfg) {
+  return {llama_qkv_cols(cfg), llama_q_cols(cfg), llama_q_cols(cfg) + llama_kv_cols(cfg)};
+}
+
 // An RMSNorm's (C) weight gradient starts from zero under GradWrite::overwrite (its backward only
 // adds).
 void start_norm_grad(Device& dev, GradWrite gw, float* dweight, int C) {
@@ -166,7 +203,14 @@ void llama_attn_forward(Device& dev, const GPTConfig& cfg, float* y, LlamaAttnAc
   linear_oi_forward(dev, acts.qkv, acts.ln, p.qkv_w, p.qkv_b, N, C, qkv);
   // q and k turn (NH + NKV heads at the front of each row); v does not.
   rope_forward(dev, acts.qkv, cos_sin, B, T, cfg.n_head + cfg.kv_heads(), cfg.head_dim(), qkv);
-  attention_forward(dev, acts.atty, acts.att, acts.qkv, dims(cfg, B, T));
+  if (flash(acts)) {
+    const QkvRows r = qkv_rows(cfg);
+    flash_attention_forward(dev, flash_shape(cfg, B, T), RowsOut{acts.atty, q}, acts.lse,
+                            RowsIn{acts.qkv, r.ld}, RowsIn{acts.qkv + r.k, r.ld},
+                            RowsIn{acts.qkv + r.v, r.ld});
+  } else {
+    attention_forward(dev, acts.atty, acts.att, acts.qkv, dims(cfg, B, T));
+  }
   dev.copy(y, x, static_cast<int64_t>(N) * C * 4);  // the residual, then o_proj added on top
   linear_oi_forward(dev, y, acts.atty, p.o_w, p.o_b, N, q, C, /*accumulate=*/true);
 }
@@ -187,7 +231,15 @@ void llama_attn_backward(Device& dev, const GPTConfig& cfg, float* dx, float* dp
   float* datty = datty_buf.f32();
   // dx holds dL/dy: the residual's gradient as it is, and o_proj's input.
   linear_oi_backward(dev, datty, d.o_w, d.o_b, dx, acts.atty, p.o_w, N, q, C, acc);
-  attention_backward(dev, dqkv, datty, acts.qkv, acts.att, dims(cfg, B, T));
+  if (flash(acts)) {
+    const QkvRows r = qkv_rows(cfg);
+    flash_attention_backward(dev, flash_shape(cfg, B, T), RowsOut{dqkv, r.ld},
+                             RowsOut{dqkv + r.k, r.ld}, RowsOut{dqkv + r.v, r.ld}, RowsIn{datty, q},
+                             RowsIn{acts.qkv, r.ld}, RowsIn{acts.qkv + r.k, r.ld},
+                             RowsIn{acts.qkv + r.v, r.ld}, RowsIn{acts.atty, q}, acts.lse);
+  } else {
+    attention_backward(dev, dqkv, datty, acts.qkv, acts.att, dims(cfg, B, T));
+  }
   rope_backward(dev, dqkv, cos_sin, B, T, cfg.n_head + cfg.kv_heads(), cfg.head_dim(), qkv);
   datty_buf.reset();
   Buffer dln_buf = dev.alloc(static_cast<int64_t>(N) * C * 4, MemCategory::workspace);

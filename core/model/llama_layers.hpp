@@ -21,6 +21,7 @@
 #include "core/device/device.hpp"
 #include "core/model/config.hpp"
 #include "core/model/layers.hpp"  // GradWrite
+#include "core/model/stage.hpp"   // KernelChoice
 
 namespace shardlab {
 
@@ -116,18 +117,25 @@ class LlamaSaved {
   Buffer buf_;
 };
 
-// The attention half: 4 (N (C + 1 + qkv + q) + B NH T^2) bytes, N = B T.
+// The attention half: 4 (N (C + 1 + qkv + q) + B NH T^2) bytes with naive attention, N = B T;
+// with flash attention the probabilities give way to one logsumexp per query row, B NH T.
 class LlamaAttnActivations final : public LlamaSaved<LlamaAttnActivations> {
  public:
   LlamaAttnActivations() = default;
-  LlamaAttnActivations(Device& dev, const GPTConfig& cfg, int B, int T);
-  static int64_t bytes_for(const GPTConfig& cfg, int B, int T);
+  LlamaAttnActivations(Device& dev, const GPTConfig& cfg, int B, int T,
+                       const KernelChoice& kernels = {});
+  static int64_t bytes_for(const GPTConfig& cfg, int B, int T, const KernelChoice& kernels = {});
+  const KernelChoice& kernels() const { return kernels_; }
   float* ln = nullptr;    // (N, C)     rmsnorm_1 output
   float* rstd = nullptr;  // (N)
   float* qkv = nullptr;   // (N, qkv)   q | k | v, q and k after the rotation
-  float* att = nullptr;   // (B, NH, T, T) causal softmax probabilities
+  float* att = nullptr;   // naive: (B, NH, T, T) causal softmax probabilities; else null
+  float* lse = nullptr;   // flash: (B, NH, T) logsumexp of each query row's scores; else null
   float* atty = nullptr;  // (N, q)     attention output before o_proj
   void carve(float* p);   // the views from p, or all null
+
+ private:
+  KernelChoice kernels_;
 };
 
 // The MLP half: 4 N (C + 1 + 3F) bytes.

@@ -5,8 +5,8 @@
 // stages, those in no layer (GPT-2's embedding and head). Wrap policies read this tree
 // (core/fsdp/wrap_policy.hpp): one unit per layer, per stage of a layer, per K layers, by size.
 //
-// GPT-2 is one such model (gpt2.hpp); a GPTConfig converts to it, so code that names a GPT-2 shape
-// gets that model. Another family is another builder returning a Model.
+// GPT-2 (gpt2.hpp) and the Llama family (llama.hpp) are two such models; a GPTConfig converts to
+// its family's (family.hpp), so code that names a shape gets that model.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +55,8 @@ class Model {
   // Checks the definition (non-empty, layers consecutive and disjoint, unique parameter names,
   // every tie resolved to a parameter of the same shape in another stage); throws InvalidArgument.
   explicit Model(ModelDef def);
-  // GPT-2 of this shape with its head tied to the token embedding (gpt2.hpp). Validates cfg.
+  // The model of this shape, GPT-2's or the Llama family's (family.hpp's build_model). Validates
+  // cfg.
   Model(const GPTConfig& cfg);  // NOLINT(google-explicit-constructor): a shape names its model
 
   const std::string& family() const { return def_->family; }

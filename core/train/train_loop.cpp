@@ -16,7 +16,7 @@
 #include "core/checkpoint/load.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/comm/launcher.hpp"
-#include "core/model/gpt2.hpp"
+#include "core/model/family.hpp"
 #include "core/trace/recorder.hpp"
 #include "core/trace/run_dir.hpp"
 #include "core/trace/summary.hpp"
@@ -167,7 +167,7 @@ void train_rank(const RunPlan& p, RankContext& ctx, std::ostream& out, TrainResu
   DataLoader loader(p.corpus, {cfg.batch, cfg.seq, ctx.rank, ctx.world, cfg.engine.seed});
   EngineConfig engine = cfg.engine;
   if (ctx.rank == cfg.slow_rank.rank) engine.compute_slowdown = cfg.slow_rank.factor;
-  EngineStepper stepper(ctx, gpt2_model(p.model, cfg.kernels()), engine, cfg.accum);
+  EngineStepper stepper(ctx, build_model(p.model, cfg.kernels()), engine, cfg.accum);
   const int64_t start = restore(p, ctx, stepper, loader, out);
   const int64_t every = cfg.print_interval();
   const int64_t tokens_per_step = cfg.batch * cfg.seq;

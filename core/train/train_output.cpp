@@ -15,7 +15,7 @@
 #include "core/fsdp/strategy.hpp"
 #include "core/fsdp/wrap_policy.hpp"
 #include "core/memory/tracker.hpp"
-#include "core/model/gpt2.hpp"
+#include "core/model/family.hpp"
 #include "core/trace/run_dir.hpp"
 
 namespace shardlab {
@@ -183,7 +183,7 @@ nlohmann::json run_meta(const TrainConfig& cfg, const GPTConfig& m, int world,
   meta["config"] = train_config_json(cfg);
   // The FSDP units by id, named by what they hold (the viewer's units strip labels its rows so),
   // with the model's stages each holds.
-  const Model model = gpt2_model(m, cfg.kernels());
+  const Model model = build_model(m, cfg.kernels());
   meta["model"]["stages"] = nlohmann::json::array();  // in forward order
   for (int s = 0; s < model.num_stages(); ++s)
     meta["model"]["stages"].push_back(model.stage(s).name());
