@@ -65,6 +65,7 @@ int run_recommend(const CLI::App& cmd, RecommendOptions r, const PlanCommandOpti
         if ((*list)[i] == (*list)[k])
           SL_THROW(InvalidArgument, flag, ": '", (*list)[i], "' is listed twice");
   r.model = p.model;
+  r.hf_config = p.hf_config;
   r.attention = p.attention;
   r.ranks = p.ranks;
   r.seq = p.seq;
@@ -107,7 +108,11 @@ CliCommand add_plan_command(CLI::App& app) {
       "per-rank memory by category for each strategy, from one step of the engine on the "
       "simulator's meta device (with --cluster also step time, tokens/s, exposed comm)");
   cmd->option_defaults()->always_capture_default();
-  cmd->add_option("--model", p.model, "model preset: " + preset_list());
+  CLI::Option* preset = cmd->add_option("--model", p.model, "model preset: " + preset_list());
+  cmd->add_option("--hf-config", p.hf_config,
+                  "the shape of a Hugging Face config.json (or a directory holding one) instead "
+                  "of a preset: GPT-2 or Llama family (llama, mistral, qwen2)")
+      ->excludes(preset);
   cmd->add_option("--n-layer", p.n_layer, "override the preset's transformer blocks (0 = keep)");
   cmd->add_option("--n-head", p.n_head, "override the attention heads; must divide n_embd");
   cmd->add_option("--n-embd", p.n_embd, "override the residual width C");

@@ -56,7 +56,12 @@ void add_train_options(CLI::App* cmd, TrainConfig& c, TrainOptionStrings& s, boo
   EngineConfig& e = c.engine;
 
   cmd->option_defaults()->group("Model");
-  cmd->add_option("--model", c.model, "model preset: " + preset_list() + " (sizes below)");
+  CLI::Option* preset =
+      cmd->add_option("--model", c.model, "model preset: " + preset_list() + " (sizes below)");
+  cmd->add_option("--hf-config", c.hf_config,
+                  "the shape of a Hugging Face config.json (or a directory holding one) instead "
+                  "of a preset: GPT-2 or Llama family (llama, mistral, qwen2)")
+      ->excludes(preset);
   cmd->add_option("--n-layer", c.n_layer, "override the preset's transformer blocks (0 = keep)");
   cmd->add_option("--n-head", c.n_head, "override the attention heads; must divide n_embd");
   cmd->add_option("--n-embd", c.n_embd, "override the residual width C");

@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "core/base/error.hpp"
+#include "core/checkpoint/hf_config.hpp"
 #include "core/device/cluster_spec.hpp"
 #include "core/fsdp/memory_plan.hpp"
 #include "core/model/family.hpp"
@@ -15,7 +16,7 @@
 namespace shardlab {
 
 GPTConfig plan_model(const PlanCommandOptions& o) {
-  GPTConfig m = GPTConfig::preset(o.model);
+  GPTConfig m = o.hf_config.empty() ? GPTConfig::preset(o.model) : read_hf_config(o.hf_config);
   const struct {
     const char* flag;
     int value;
@@ -126,9 +127,9 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
     std::snprintf(line, sizeof line,
                   "model %s: %s; N = %d ranks, B = %d x T = %d per rank, K = %d, params %s, "
                   "grads %s, prefetch %d%s%s%s%s%s\n",
-                  o.model.c_str(), model.describe().c_str(), o.ranks, o.batch,
-                  o.seq > 0 ? o.seq : model.max_seq_len, o.accum, dtype_name(engine.param_dtype),
-                  dtype_name(engine.reduce_dtype), engine.prefetch,
+                  (o.hf_config.empty() ? o.model : o.hf_config).c_str(), model.describe().c_str(),
+                  o.ranks, o.batch, o.seq > 0 ? o.seq : model.max_seq_len, o.accum,
+                  dtype_name(engine.param_dtype), dtype_name(engine.reduce_dtype), engine.prefetch,
                   o.attention == AttentionKernel::flash ? ", flash attention" : "",
                   engine.act_ckpt ? ", activation ckpt" : "",
                   engine.keep_root ? ", root kept for the backward" : "",

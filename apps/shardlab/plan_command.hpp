@@ -19,6 +19,7 @@ namespace shardlab {
 
 struct PlanCommandOptions {
   std::string model = "small";  // a GPTConfig preset
+  std::string hf_config;        // or a Hugging Face config.json's shape (--hf-config)
   // Shape overrides of the preset, as `train` names them (0 = keep the preset's).
   int n_layer = 0, n_head = 0, n_embd = 0, vocab_size = 0, max_seq_len = 0;
   AttentionKernel attention = AttentionKernel::naive;  // --attention: what backward keeps

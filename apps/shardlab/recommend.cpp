@@ -14,6 +14,7 @@
 
 #include "apps/shardlab/simulate_command.hpp"
 #include "core/base/error.hpp"
+#include "core/checkpoint/hf_config.hpp"
 #include "core/device/cluster_spec.hpp"
 #include "core/fsdp/wrap_policy.hpp"
 #include "core/memory/tracker.hpp"
@@ -56,7 +57,8 @@ std::string settings(const RecommendCandidate& c) {
 
 std::string command_of(const RecommendOptions& o, const RecommendCandidate& c) {
   std::ostringstream s;
-  s << "shardlab simulate --cluster " << o.cluster << " --model " << o.model << " --ranks "
+  s << "shardlab simulate --cluster " << o.cluster
+    << (o.hf_config.empty() ? " --model " + o.model : " --hf-config " + o.hf_config) << " --ranks "
     << o.ranks << " --batch " << o.global_batch;
   if (o.seq > 0) s << " --seq " << o.seq;
   s << " --strategy " << strategy_name(c.strategy);
@@ -75,6 +77,7 @@ TrainConfig config_of(const RecommendOptions& o, const std::shared_ptr<const Clu
                       const RecommendCandidate& c) {
   TrainConfig cfg;
   cfg.model = o.model;
+  cfg.hf_config = o.hf_config;
   cfg.attention = o.attention;
   cfg.cluster = o.cluster;
   cfg.cluster_spec = spec;
@@ -82,7 +85,7 @@ TrainConfig config_of(const RecommendOptions& o, const std::shared_ptr<const Clu
   cfg.device = "meta";
   cfg.ranks = o.ranks;
   cfg.batch = o.global_batch;
-  cfg.seq = o.seq > 0 ? o.seq : GPTConfig::preset(o.model).max_seq_len;
+  cfg.seq = o.seq > 0 ? o.seq : cfg.model_config().max_seq_len;
   cfg.steps = kSimSteps;
   cfg.warmup = 0;
   cfg.accum = c.accum;
@@ -249,7 +252,8 @@ RecommendResult recommend(const RecommendOptions& o, std::ostream& out, std::ost
   if (o.mem_cap < 0) SL_THROW(InvalidArgument, "--mem-limit ", o.mem_cap, ": must be >= 0");
   const auto spec = std::make_shared<const ClusterSpec>(load_cluster_spec(o.cluster));
   spec->check_ranks(o.ranks);
-  const GPTConfig m = GPTConfig::preset(o.model);
+  const GPTConfig m =
+      o.hf_config.empty() ? GPTConfig::preset(o.model) : read_hf_config(o.hf_config);
   const int seq = o.seq > 0 ? o.seq : m.max_seq_len;
   if (seq > m.max_seq_len)
     SL_THROW(InvalidArgument, "--seq ", seq, " exceeds the model's max_seq_len ", m.max_seq_len);
@@ -258,10 +262,11 @@ RecommendResult recommend(const RecommendOptions& o, std::ostream& out, std::ost
   RecommendResult res;
   res.cap = o.mem_cap > 0 ? o.mem_cap : spec->memory_bytes;
   res.candidates = static_cast<int64_t>(cands.size());
-  out << "recommend: " << o.model << " (" << fmt("%.3g", static_cast<double>(m.num_params()))
-      << " parameters) on " << o.ranks << " ranks of " << spec->name << " (" << spec->gpu_name
-      << ", " << spec->ranks_per_node << " per node), global batch " << o.global_batch << " x "
-      << seq << " tokens, cap " << format_bytes(res.cap) << " per rank"
+  out << "recommend: " << (o.hf_config.empty() ? o.model : o.hf_config) << " ("
+      << fmt("%.3g", static_cast<double>(m.num_params())) << " parameters) on " << o.ranks
+      << " ranks of " << spec->name << " (" << spec->gpu_name << ", " << spec->ranks_per_node
+      << " per node), global batch " << o.global_batch << " x " << seq << " tokens, cap "
+      << format_bytes(res.cap) << " per rank"
       << (o.mem_cap > 0 ? " (--mem-limit)" : " (the GPU's memory)")
       << (o.host_cap > 0 ? ", host tier " + format_bytes(o.host_cap) + " per rank" : "") << "\n"
       << "full_shard and hybrid_shard keep the root gathered into the backward (--keep-root), as "

@@ -21,6 +21,7 @@ namespace shardlab {
 
 struct RecommendOptions {
   std::string model = "small";  // a GPTConfig preset
+  std::string hf_config;        // or a Hugging Face config.json's shape
   std::string cluster;          // a preset or a JSON cluster file (as `shardlab simulate`)
   AttentionKernel attention = AttentionKernel::naive;  // the kernel every candidate runs
   int ranks = 0;                                       // N

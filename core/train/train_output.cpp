@@ -29,7 +29,7 @@ std::string fmt(const char* f, double v) {
 void print_run_header(std::ostream& out, const TrainConfig& cfg, const GPTConfig& m,
                       const TokenCorpus& corpus) {
   const OptimizerConfig& o = cfg.engine.optim;
-  out << "shardlab train: model " << cfg.model << " " << m.describe()
+  out << "shardlab train: model " << cfg.model_name() << " " << m.describe()
       << (cfg.attention == AttentionKernel::flash ? ", flash attention" : "") << "\n"
       << "data: " << corpus.description << "\n";
   if (corpus.kind == CorpusKind::synthetic)
@@ -176,7 +176,7 @@ nlohmann::json run_meta(const TrainConfig& cfg, const GPTConfig& m, int world,
   meta["world_size"] = world;
   meta["backend"] = backend;
   meta["mesh"] = {{"shard_group", mesh.shard_size}, {"replicas", mesh.replica_size}};
-  meta["model"] = {{"preset", cfg.model},          {"vocab_size", m.vocab_size},
+  meta["model"] = {{"preset", cfg.model_name()},   {"vocab_size", m.vocab_size},
                    {"max_seq_len", m.max_seq_len}, {"n_layer", m.n_layer},
                    {"n_head", m.n_head},           {"n_embd", m.n_embd},
                    {"num_params", m.num_params()}};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/base/error.hpp"
+#include "core/checkpoint/hf_config.hpp"
 #include "core/comm/launcher.hpp"
 
 namespace shardlab {
@@ -114,7 +115,7 @@ std::vector<ModelOverride> model_overrides(const TrainConfig& c) {
 }  // namespace
 
 GPTConfig TrainConfig::model_config() const {
-  GPTConfig m = GPTConfig::preset(model);
+  GPTConfig m = hf_config.empty() ? GPTConfig::preset(model) : read_hf_config(hf_config);
   for (const ModelOverride& o : model_overrides(*this))
     if (o.value) m.*o.field = o.value;
   m.validate();

@@ -57,6 +57,9 @@ EngineConfig train_engine_defaults();
 struct TrainConfig {
   // ---- model: a preset, then overrides (0 = keep the preset's value)
   std::string model = "small";
+  // A Hugging Face config.json (or a directory holding one) whose shape replaces the preset's:
+  // GPT-2 or Llama family (core/checkpoint/hf_config.hpp); the overrides below still apply.
+  std::string hf_config;
   int n_layer = 0;
   int n_head = 0;
   int n_embd = 0;
@@ -130,6 +133,8 @@ struct TrainConfig {
   // The model this config describes: preset plus overrides, validated (throws InvalidArgument
   // naming the field).
   GPTConfig model_config() const;
+  // What the logs call the model: the preset's name, or the config.json path.
+  const std::string& model_name() const { return hf_config.empty() ? model : hf_config; }
   KernelChoice kernels() const { return {attention}; }
   // Checks every field; throws InvalidArgument with a message naming the option and its value.
   void validate() const;
