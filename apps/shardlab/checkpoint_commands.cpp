@@ -14,7 +14,8 @@
 namespace shardlab {
 
 int export_command(const std::string& ckpt_dir, const std::string& out_path,
-                   const std::string& dtype_text, std::ostream& out, std::ostream& err) {
+                   const std::string& dtype_text, std::ostream& out, std::ostream& err,
+                   bool hf_dir) {
   DType dtype;
   try {
     dtype = parse_dtype(dtype_text);
@@ -28,13 +29,15 @@ int export_command(const std::string& ckpt_dir, const std::string& out_path,
   }
   try {
     InputScope inputs;  // the checkpoint's files: the output may not land on one of them
-    checked_output_path(out_path, "output");  // before reading anything: /dev/null is refused
+    // With hf_dir a save_pretrained directory (made if absent), else one .safetensors file.
+    if (!hf_dir) checked_output_path(out_path, "output");  // before reading: /dev/null refused
     std::string note;
     std::string dir = resolve_checkpoint(ckpt_dir, &note);
     if (!note.empty()) err << "shardlab export: note: " << note << "\n";
-    int n = export_safetensors(dir, out_path, dtype);
+    int n = hf_dir ? export_hf_directory(dir, out_path, dtype)
+                   : export_safetensors(dir, out_path, dtype);
     out << "exported " << n << " tensors (" << dtype_name(dtype) << ") from " << dir << " to "
-        << out_path << "\n";
+        << out_path << (hf_dir ? " (model.safetensors and config.json)" : "") << "\n";
     return 0;
   } catch (const Error& e) {
     err << "shardlab export: " << e.what() << "\n";
@@ -115,8 +118,11 @@ int inspect_command(const std::string& ckpt_dir, std::ostream& out, std::ostream
 int export_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::vector<std::string> pos;
   std::string dtype = "f32";
+  bool hf_dir = false;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--dtype" && i + 1 < args.size()) {
+    if (args[i] == "--hf-dir") {
+      hf_dir = true;
+    } else if (args[i] == "--dtype" && i + 1 < args.size()) {
       dtype = args[++i];
     } else if (args[i].rfind("--dtype=", 0) == 0) {
       dtype = args[i].substr(8);
@@ -128,10 +134,10 @@ int export_main(const std::vector<std::string>& args, std::ostream& out, std::os
     }
   }
   if (pos.size() != 2) {
-    err << "usage: shardlab export CKPT_DIR OUT.safetensors [--dtype f32|bf16]\n";
+    err << "usage: shardlab export CKPT_DIR OUT.safetensors [--dtype f32|bf16] [--hf-dir]\n";
     return 2;
   }
-  return export_command(pos[0], pos[1], dtype, out, err);
+  return export_command(pos[0], pos[1], dtype, out, err, hf_dir);
 }
 
 int inspect_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

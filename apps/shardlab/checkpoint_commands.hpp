@@ -12,8 +12,11 @@
 
 namespace shardlab {
 
+// hf_dir: out_path is a Hugging Face save_pretrained directory (model.safetensors and
+// config.json; made if absent), else the one .safetensors file to write.
 int export_command(const std::string& ckpt_dir, const std::string& out_path,
-                   const std::string& dtype, std::ostream& out, std::ostream& err);
+                   const std::string& dtype, std::ostream& out, std::ostream& err,
+                   bool hf_dir = false);
 int inspect_command(const std::string& ckpt_dir, std::ostream& out, std::ostream& err);
 
 // The same from raw arguments (those after the subcommand name), for a plain argv dispatch:

@@ -153,8 +153,8 @@ void add_train_options(CLI::App* cmd, TrainConfig& c, TrainOptionStrings& s, boo
                   "continue from a checkpoint: DIR (step-<k>/ or a root with `latest`) or latest "
                   "(the newest in --ckpt-dir); any strategy and --ranks");
   cmd->add_option("--init-from", c.init_from,
-                  "start from the parameters of a .safetensors file (shardlab export, or GPT-2 "
-                  "weights of this shape)");
+                  "start from the parameters of a .safetensors file or a save_pretrained directory "
+                  "(shardlab export, or Hugging Face weights of this shape)");
 
   cmd->option_defaults()->group("Reliability");
   cmd->add_option("--collective-timeout", c.collective_timeout,

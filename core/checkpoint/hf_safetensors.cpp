@@ -4,13 +4,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "core/base/error.hpp"
 #include "core/base/file_io.hpp"
+#include "core/checkpoint/hf_config.hpp"
 #include "core/checkpoint/index.hpp"
 #include "core/checkpoint/load.hpp"
 #include "core/checkpoint/safetensors.hpp"
+#include "core/model/family.hpp"
 
 namespace shardlab {
 
@@ -50,8 +53,20 @@ int export_safetensors(const std::string& ckpt_path, const std::string& out_path
            reader.dir(), ": the checkpoint has no ", kStateParams, " state to export");
   SL_CHECK(dtype == DType::f32 || dtype == DType::bf16, "export: dtype ", dtype_name(dtype),
            " (f32 or bf16)");
+  // GPT-2's tensors under GPT2Model's names (no prefix); a Llama-family model's under
+  // LlamaForCausalLM's, as save_pretrained writes them ("model." and lm_head.weight).
+  const GPTConfig cfg = gpt_config_from_json(ix.meta.model_config, reader.dir() + "/index.json");
+  std::map<std::string, std::string> hf_names;
+  if (cfg.is_llama()) {
+    const Model model = build_model(cfg);
+    for (int s = 0; s < model.num_stages(); ++s)
+      for (const StageParam& p : model.stage(s).params()) hf_names[p.name] = p.hf_name;
+  }
   std::vector<SafetensorsWriter::Decl> decls;
-  for (const auto& t : ix.tensors) decls.push_back({t.name, t.shape});
+  for (const auto& t : ix.tensors) {
+    const auto hf = hf_names.find(t.name);
+    decls.push_back({hf == hf_names.end() ? t.name : hf->second, t.shape});
+  }
   std::map<std::string, std::string> metadata = {
       {"format", "pt"},
       {"shardlab.step", std::to_string(ix.meta.step)},
@@ -61,6 +76,22 @@ int export_safetensors(const std::string& ckpt_path, const std::string& out_path
   for (const auto& t : ix.tensors) w.write_next(reader.read_tensor(t, kStateParams).data());
   w.finish();
   return static_cast<int>(ix.tensors.size());
+}
+
+int export_hf_directory(const std::string& ckpt_path, const std::string& dir, DType dtype) {
+  const GPTConfig cfg = gpt_config_from_json(CheckpointReader(ckpt_path).index().meta.model_config,
+                                             ckpt_path + "/index.json");
+  const std::string config_text = hf_config_text(cfg);  // refuses before anything is written
+  if (path_exists(dir) && !is_directory(dir))
+    SL_THROW(InvalidArgument, dir,
+             ": exists and is not a directory (a save_pretrained directory "
+             "is written here)");
+  make_dirs(dir);
+  const std::string weights = checked_output_path(join_path(dir, kHfSingleFile), "output");
+  const std::string config = checked_output_path(join_path(dir, "config.json"), "output");
+  const int n = export_safetensors(ckpt_path, weights, dtype);
+  write_file_atomic(config, config_text, "output");
+  return n;
 }
 
 HfTensors::HfTensors(const std::string& path) : path_(path) {

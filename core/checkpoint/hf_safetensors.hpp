@@ -27,6 +27,10 @@ inline constexpr const char* kHfLlamaPrefix = "model.";   // LlamaForCausalLM's 
 // to out_path as f32 or bf16, tensors in unit order, with __metadata__ {"format": "pt",
 // "shardlab.step", "shardlab.model_config"}. Returns the number of tensors written.
 int export_safetensors(const std::string& ckpt_path, const std::string& out_path, DType dtype);
+// The same as a Hugging Face save_pretrained directory, made if absent: dir/model.safetensors
+// and dir/config.json (hf_config.hpp's, which transformers' from_pretrained reads). Returns the
+// number of tensors written.
+int export_hf_directory(const std::string& ckpt_path, const std::string& dir, DType dtype);
 
 struct SafetensorsImportOptions {
   std::string state = kStateParams;  // which state of the shards to fill

@@ -13,8 +13,8 @@
 
 #include "core/base/error.hpp"
 #include "core/base/virtual_clock.hpp"
+#include "core/checkpoint/hf_safetensors.hpp"
 #include "core/checkpoint/load.hpp"
-#include "core/checkpoint/safetensors.hpp"
 #include "core/comm/launcher.hpp"
 #include "core/model/family.hpp"
 #include "core/trace/recorder.hpp"
@@ -300,7 +300,8 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
         check_resume(cfg.resume_path(), cfg, static_cast<int64_t>(p.corpus->tokens.size()), &note);
     if (!note.empty()) out << "note: " << note << "\n";
   }
-  if (!cfg.init_from.empty()) SafetensorsFile check(cfg.init_from);
+  // A .safetensors file or a save_pretrained directory: every file's header checked here.
+  if (!cfg.init_from.empty()) HfTensors check(cfg.init_from);
 
   LaunchOptions lo;
   lo.backend = cfg.backend;
