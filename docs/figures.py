@@ -191,6 +191,29 @@ def attention_plan(cwd):
     return "\n".join(rows) + f"\n\nEach row: `{made}`."
 
 
+def llama_presets(cwd):
+    """model.md: the Llama-family presets as `shardlab plan` builds them (shape and parameter
+    count from the model line) and full_shard's planned peak on 8 ranks, B 1 per rank, bf16,
+    flash attention, activation checkpointing, T 2048 (the small presets: their longest)."""
+    rows = ["| --model | shape | parameters | T | full_shard peak per rank, 8 ranks |",
+            "| --- | --- | --- | --- | --- |"]
+    base = ("build/bin/shardlab plan --ranks 8 --batch 1 --strategy full_shard "
+            "--param-dtype bf16 --reduce-dtype bf16 --attention flash --act-ckpt")
+    for preset, seq in (("llama-tiny", 64), ("llama-small", 256), ("llama2-7b", 2048),
+                        ("llama3-8b", 2048), ("mistral-7b", 2048), ("qwen2-7b", 2048),
+                        ("llama3-70b", 2048)):
+        cmd = f"{base} --model {preset} --seq {seq}"
+        out = run(cmd, cwd)
+        m = re.match(r"model \S+: llama (.*) \(([\d,]+) params\);", out)
+        if not m:
+            sys.exit(f"docs/figures.py: `{cmd}` printed no Llama model line")
+        mib = float(plan_cell(out, "peak", cmd))
+        peak = f"{mib / 1024:.2f} GiB" if mib >= 1024 else f"{mib:.2f} MiB"
+        rows.append(f"| `{preset}` | {m.group(1)} | {m.group(2)} | {seq} | {peak} |")
+    made = base.replace("build/bin/", "") + " --model NAME --seq T"
+    return "\n".join(rows) + f"\n\nEach row: `{made}`."
+
+
 def offload_small(cwd):
     """fsdp.md: full_shard at small on 4 ranks under a 36 MiB limit, without offload (out of
     memory) and with --offload params (trains), with the planner's peaks beside."""
@@ -567,6 +590,7 @@ FIGURES = [Figure(*row) for row in [
     ("bench-report", [], bench_report),
     ("offload-small", ["docs/fsdp.md"], offload_small),
     ("attention-plan", ["docs/model.md"], attention_plan),
+    ("llama-presets", ["docs/model.md"], llama_presets),
     ("wrap-sweep", ["docs/fsdp.md"], wrap_sweep),
     ("simulate-7b", ["docs/simulate.md"], simulate_7b),
     ("simulate-table", ["docs/simulate.md"], simulate_table),
