@@ -25,18 +25,19 @@ BW_RUN = ("build/bin/shardlab simulate --cluster {cluster} --model gpt2-xl --ran
 BW_STRATEGIES = [("no_shard", "no_shard"), ("full_shard", "full_shard"),
                  ("hybrid_shard G=8", "hybrid_shard --hybrid-group 8")]
 
-# (b) 7b, one 2048-token sequence per rank, bf16, act-ckpt: the peak per rank against N.
+# (b) llama2-7b, one 2048-token sequence per rank, bf16, flash attention, act-ckpt: the peak per
+# rank against N.
 MEM_RANKS = [8, 16, 32, 64, 128, 256, 512]
-MEM_RUN = ("build/bin/shardlab simulate --cluster h100-sxm --model 7b --ranks {n} --batch {n} "
-           "--seq 2048 --param-dtype bf16 --reduce-dtype bf16 --act-ckpt --trace off "
-           "--strategy {strategy}")
+MEM_RUN = ("build/bin/shardlab simulate --cluster h100-sxm --model llama2-7b --ranks {n} "
+           "--batch {n} --seq 2048 --param-dtype bf16 --reduce-dtype bf16 --attention flash "
+           "--act-ckpt --trace off --strategy {strategy}")
 MEM_STRATEGIES = [("no_shard", "no_shard"), ("shard_optim", "shard_optim"),
                   ("shard_grad_op", "shard_grad_op"), ("full_shard", "full_shard"),
                   ("hybrid_shard G=8", "hybrid_shard --hybrid-group 8")]
 
 # (c) the worked example.
-RECOMMEND = ("build/bin/shardlab plan --recommend --cluster h100-sxm --model 7b --ranks 64 "
-             "--global-batch 256 --seq 2048")
+RECOMMEND = ("build/bin/shardlab plan --recommend --cluster h100-sxm --model llama2-7b --ranks 64 "
+             "--global-batch 256 --seq 2048 --attention flash")
 
 
 def get(pattern, out, cmd):
@@ -86,7 +87,7 @@ def plot(kind, data, png):
         ax.set_xticklabels([str(x) for x in data["x"]])
         ax.set_xlabel("ranks N")
         ax.set_ylabel("peak memory per rank (GiB)")
-        ax.set_title("7b, one 2048-token sequence per rank, bf16, act-ckpt, h100-sxm",
+        ax.set_title("llama2-7b, one 2048-token sequence per rank, bf16, flash, act-ckpt, h100-sxm",
                      fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

@@ -108,13 +108,15 @@ PLAN_ARTICLE = ("build/bin/shardlab plan --params 7e9 --ranks 4 --param-dtype bf
 
 
 def plan_7b_a100(cwd):
-    """7b full_shard on 4 of the a100-40gb preset's GPUs, T = 2048, bf16: B 1..4 per rank, with
-    and without act-ckpt, offload none / optim / params. One `shardlab plan` per row."""
+    """Llama 2 7B full_shard on 4 of the a100-40gb preset's GPUs, T = 2048, bf16, flash attention:
+    B 1..4 per rank, with and without act-ckpt, offload none / optim / params. One `shardlab plan`
+    per row."""
     rows = ["| B per rank | act-ckpt | offload | device peak GiB | host peak GiB | fits 40 GiB | "
             "step s | tokens/s (4 ranks) |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    base = ("build/bin/shardlab plan --model 7b --ranks 4 --seq 2048 --param-dtype bf16 "
-            "--reduce-dtype bf16 --strategy full_shard --mem-limit 40GiB --cluster a100-40gb")
+    base = ("build/bin/shardlab plan --model llama2-7b --ranks 4 --seq 2048 --param-dtype bf16 "
+            "--reduce-dtype bf16 --attention flash --strategy full_shard --mem-limit 40GiB "
+            "--cluster a100-40gb")
     for ckpt in ["", " --act-ckpt"]:
         for off in ["none", "optim", "params"]:
             for b in [1, 2, 4]:

@@ -61,6 +61,8 @@ std::string command_of(const RecommendOptions& o, const RecommendCandidate& c) {
     << (o.hf_config.empty() ? " --model " + o.model : " --hf-config " + o.hf_config) << " --ranks "
     << o.ranks << " --batch " << o.global_batch;
   if (o.seq > 0) s << " --seq " << o.seq;
+  if (o.attention != AttentionKernel::naive)
+    s << " --attention " << attention_kernel_name(o.attention);
   s << " --strategy " << strategy_name(c.strategy);
   if (c.strategy == Strategy::hybrid_shard) s << " --hybrid-group " << c.hybrid_group;
   s << " --prefetch " << c.prefetch << " --param-dtype " << dtype_name(c.param_dtype)
@@ -265,7 +267,8 @@ RecommendResult recommend(const RecommendOptions& o, std::ostream& out, std::ost
   out << "recommend: " << (o.hf_config.empty() ? o.model : o.hf_config) << " ("
       << fmt("%.3g", static_cast<double>(m.num_params())) << " parameters) on " << o.ranks
       << " ranks of " << spec->name << " (" << spec->gpu_name << ", " << spec->ranks_per_node
-      << " per node), global batch " << o.global_batch << " x " << seq << " tokens, cap "
+      << " per node), global batch " << o.global_batch << " x " << seq << " tokens"
+      << (o.attention == AttentionKernel::flash ? ", flash attention" : "") << ", cap "
       << format_bytes(res.cap) << " per rank"
       << (o.mem_cap > 0 ? " (--mem-limit)" : " (the GPU's memory)")
       << (o.host_cap > 0 ? ", host tier " + format_bytes(o.host_cap) + " per rank" : "") << "\n"
