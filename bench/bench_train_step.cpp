@@ -1,9 +1,9 @@
 // Training-step benchmarks: DP against FSDP. Strategy (no_shard, shard_optim, shard_grad_op,
-// full_shard, hybrid_shard) x ranks (1, 2, 4, 8) x model preset (tiny, small; medium on request)
-// x prefetch (on/off, for the strategies that gather parameters per unit), on the local backend;
-// on MPI when started under mpirun. One iteration is one optimizer step of every rank: the ranks
-// start once per benchmark run and step in lockstep (bench/train_driver.hpp); the manual time is
-// the step's wall time.
+// full_shard, hybrid_shard) x ranks (1, 2, 4, 8) x model preset (tiny, small; medium, llama-tiny
+// and llama-small on request) x prefetch (on/off, for the strategies that gather parameters per
+// unit), on the local backend; on MPI when started under mpirun. One iteration is one optimizer
+// step of every rank: the ranks start once per benchmark run and step in lockstep
+// (bench/train_driver.hpp); the manual time is the step's wall time.
 //
 // Weak scaling: every rank trains B x T tokens of its own per step, so tokens/s counts all ranks.
 // The CPU column is the process's CPU time per step, all ranks' threads together.
@@ -93,7 +93,11 @@ struct PresetRun {
   int batch;
   int seq_len;
 };
-constexpr PresetRun kPresetRuns[] = {{"tiny", 4, 64}, {"small", 2, 64}, {"medium", 1, 64}};
+constexpr PresetRun kPresetRuns[] = {{"tiny", 4, 64},
+                                     {"small", 2, 64},
+                                     {"medium", 1, 64},
+                                     {"llama-tiny", 4, 64},
+                                     {"llama-small", 2, 64}};
 
 // The presets of this run with --batch / --seq applied; a deque, so registered pointers stay put.
 std::deque<PresetRun> g_runs;
@@ -102,7 +106,7 @@ const PresetRun& preset_run(const std::string& name) {
   for (const PresetRun& p : kPresetRuns)
     if (name == p.name) return p;
   SL_THROW(InvalidArgument, "bench_train_step: --presets: unknown preset '", name,
-           "' (expected tiny, small or medium)");
+           "' (expected tiny, small, medium, llama-tiny or llama-small)");
 }
 
 int hybrid_group_for(int ranks) { return ranks >= 2 ? 2 : 1; }
@@ -353,7 +357,8 @@ int main(int argc, char** argv) {
       &nargs, args.data(), "bench_train_step",
       "one optimizer step of every rank in lockstep, per strategy x ranks x preset x "
       "prefetch (docs/bench/README.md)",
-      {{"--presets=tiny,small", "model presets to run: tiny, small, medium"},
+      {{"--presets=tiny,small",
+        "model presets to run: tiny, small, medium, llama-tiny, llama-small"},
        {"--ranks=1,2,4,8", "local ranks per row (under mpirun: the process count)"},
        {"--trace=1", "0: record no spans (no comm_share / exposed_share counters)"},
        {"--mpi_steps=10", "steps per row under mpirun (the same in every process)"},
