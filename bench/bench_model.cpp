@@ -242,9 +242,7 @@ void BM_StepGemms(benchmark::State& state, const char* preset) {
     }
     benchmark::DoNotOptimize(c.f32()[0]);
   }
-  const double model_flops =
-      (6.0 * static_cast<double>(cfg.num_params()) + 12.0 * cfg.n_layer * cfg.n_embd * double(T)) *
-      B * T;
+  const double model_flops = cfg.flops_per_token(T) * B * T;
   state.counters["gemm_gflops"] =
       benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["model_gflops"] =

@@ -230,9 +230,7 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
   set_bytes(state, "rss_peak", static_cast<double>(rep.rss_peak));
   state.counters["minflt_per_step"] = steps > 0 ? static_cast<double>(faults) / steps : 0.0;
   // docs/gpu.md's model FLOPs per token; per rank, at the median step.
-  const double flops_per_token =
-      6.0 * static_cast<double>(rep.params) +
-      12.0 * run.model.n_layer * run.model.n_embd * static_cast<double>(run.seq_len);
+  const double flops_per_token = run.model.flops_per_token(run.seq_len);
   const double step_median = median(times);
   const double model_rate =
       step_median > 0 ? flops_per_token * run.batch * run.seq_len / step_median : 0.0;

@@ -219,3 +219,14 @@ TEST(LlamaConfig, GptUnitsRefuseALlamaShape) {
       error_of<InvalidArgument>([] { unit_layout(GPTConfig::preset("llama-tiny"), 0); });
   EXPECT_NE(m.find("Llama-family shape"), std::string::npos) << m;
 }
+
+TEST(LlamaConfig, ModelFlopsPerTokenLeaveTheUntiedEmbeddingOut) {
+  // PaLM's 6 N + 12 L (NH hs) T as torchtitan counts it: Llama 3 8B's N without embed_tokens
+  // (128256 x 4096, a lookup), its lm_head kept.
+  const GPTConfig l3 = GPTConfig::preset("llama3-8b");
+  const double n = 8030261248.0 - 128256.0 * 4096.0;
+  EXPECT_DOUBLE_EQ(l3.flops_per_token(2048), 6.0 * n + 12.0 * 32 * 4096 * 2048);
+  // GPT-2's tied wte is also its head: every parameter counts.
+  const GPTConfig g = GPTConfig::preset("gpt2");
+  EXPECT_DOUBLE_EQ(g.flops_per_token(1024), 6.0 * 124439808.0 + 12.0 * 12 * 768 * 1024);
+}

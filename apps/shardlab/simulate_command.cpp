@@ -52,10 +52,9 @@ SimulateResult run_simulation(TrainConfig cfg, std::ostream& out) {
   r.step_s = t.step_seconds.back();
   const double tokens = static_cast<double>(cfg.batch) * cfg.seq;  // per step, all ranks
   r.tokens_per_s = r.step_s > 0 ? tokens / r.step_s : 0;
-  // PaLM's model FLOPs (Chowdhery et al. 2022, appendix B): 6 per parameter and token for the
-  // matrix products forward and backward, plus 12 L C T per token for attention's two products.
-  r.model_flops = tokens * (6.0 * static_cast<double>(m.num_params()) +
-                            12.0 * m.n_layer * static_cast<double>(m.n_embd) * cfg.seq);
+  // PaLM's model FLOPs (GPTConfig::flops_per_token): 6 per multiplying parameter and token, plus
+  // 12 L C T per token for attention's two products.
+  r.model_flops = tokens * m.flops_per_token(cfg.seq);
   const double peak = spec.peak(cfg.gemm_math);
   r.mfu = r.step_s > 0 ? r.model_flops / (r.step_s * cfg.ranks * peak) : 0;
   r.peak_bytes = t.peak_bytes;
@@ -76,7 +75,9 @@ SimulateResult run_simulation(TrainConfig cfg, std::ostream& out) {
   out << "  tokens/s       " << num("%.0f", r.tokens_per_s) << " (all ranks; "
       << num("%.0f", r.tokens_per_s / cfg.ranks) << " per rank)\n";
   out << "  MFU            " << num("%.1f", 100.0 * r.mfu) << "% (model FLOPs "
-      << num("%.3g", r.model_flops) << " per step: 6 x params + 12 L C T per token)\n";
+      << num("%.3g", r.model_flops) << " per step: 6 x params"
+      << (m.is_llama() && !m.tie_embeddings ? " but the token embedding (a lookup)" : "")
+      << " + 12 L C T per token)\n";
   if (r.exposed_comm_s >= 0)
     out << "  exposed comm   " << ms(r.exposed_comm_s) << " per step ("
         << num("%.1f", r.step_s > 0 ? 100.0 * r.exposed_comm_s / r.step_s : 0.0)

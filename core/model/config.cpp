@@ -182,6 +182,12 @@ int64_t GPTConfig::num_params() const {
   return outside + n_layer * block_params();
 }
 
+double GPTConfig::flops_per_token(int T) const {
+  const int64_t lookup = is_llama() && !tie_embeddings ? int64_t{vocab_size} * n_embd : 0;
+  return 6.0 * static_cast<double>(num_params() - lookup) +
+         12.0 * n_layer * static_cast<double>(int64_t{n_head} * head_dim()) * T;
+}
+
 std::string GPTConfig::describe() const {
   std::ostringstream os;
   if (is_llama()) os << "llama ";

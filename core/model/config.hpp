@@ -69,6 +69,12 @@ struct GPTConfig {
   int64_t num_params() const;
   // Parameters of one transformer block (all blocks are alike), and of what is outside them.
   int64_t block_params() const;
+  // Model FLOPs per token at sequence length T, PaLM's count (Chowdhery et al. 2022, appendix B)
+  // as torchtitan makes it: 6 N for the matrix products forward and backward, N the parameters
+  // that multiply (an untied Llama token embedding is a lookup and left out; GPT-2's tied wte is
+  // also its head and counted, as is its small wpe), plus 12 L (NH hs) T for attention's two
+  // products. No recomputation (activation checkpointing) counted: MFU, not HFU.
+  double flops_per_token(int T) const;
   // "V=256 T=64 L=2 NH=2 C=64 (120,576 params)" for logs and meta.json; Llama-family shapes add
   // "llama", NKV and F.
   std::string describe() const;
