@@ -262,3 +262,24 @@ TEST(TrainLlama, ExportsASavePretrainedDirectoryThatTrainsOn) {
   EXPECT_LT(again.losses.front(), trained.losses.front() - 1.0f);
   EXPECT_NEAR(again.losses.front(), trained.losses.back(), 0.3);
 }
+
+TEST(TrainLlama, ResumesOnAnotherStrategyAndRankCount) {
+  const std::string work = testing::TempDir() + "/llama_resume";
+  remove_all(work);
+  // A constant rate: a 3-step run's cosine would end where the 6-step run's is halfway.
+  TrainConfig straight = llama_config(Strategy::full_shard, 2);
+  straight.schedule = LrSchedule::constant;
+  const TrainResult whole = train(straight);  // 6 steps
+  TrainConfig first = straight;
+  first.steps = 3;
+  first.save_every = 3;
+  first.ckpt_dir = work;
+  train(first);
+  TrainConfig second = llama_config(Strategy::shard_grad_op, 4);
+  second.schedule = LrSchedule::constant;
+  second.resume = work;
+  const TrainResult rest = train(second);
+  ASSERT_EQ(rest.losses.size(), 3u);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_NEAR(rest.losses[i], whole.losses[3 + i], 1e-5) << "step " << 4 + i;
+}
