@@ -216,6 +216,22 @@ def llama_presets(cwd):
     return "\n".join(rows) + f"\n\nEach row: `{made}`."
 
 
+def import_fsdp2(cwd):
+    """docs/import.md: the committed FSDP2 traces (tests/data/torch_traces/fsdp2, made by
+    bench/torch_traces.py) imported, the summary of the run directory and a viewer picture of
+    it. The traces are fixed files, so nothing here depends on this machine's timing."""
+    traces = os.path.join(ROOT, "tests", "data", "torch_traces", "fsdp2")
+    shutil.rmtree(os.path.join(cwd, "runs", "fsdp2"), ignore_errors=True)
+    out = run(f"build/bin/shardlab import {traces} --out runs/fsdp2", cwd).rstrip("\n")
+    summary = run("build/bin/shardlab summary runs/fsdp2", cwd).rstrip("\n").split("\n")
+    png = os.path.join(cwd, "import_fsdp2.png")
+    run(f"xvfb-run -a -s '-screen 0 1720x1100x24' build/bin/shardlab-viewer runs/fsdp2 "
+        f"--width 1600 --height 1000 --screenshot {png} --frames 4", cwd)
+    os.replace(png, picture("docs/img/import_fsdp2.png"))
+    return fenced(["$ shardlab import tests/data/torch_traces/fsdp2 --out runs/fsdp2", out,
+                   "$ shardlab summary runs/fsdp2"] + summary)
+
+
 def offload_small(cwd):
     """fsdp.md: full_shard at small on 4 ranks under a 36 MiB limit, without offload (out of
     memory) and with --offload params (trains), with the planner's peaks beside."""
@@ -593,6 +609,7 @@ FIGURES = [Figure(*row) for row in [
     ("offload-small", ["docs/fsdp.md"], offload_small),
     ("attention-plan", ["docs/model.md"], attention_plan),
     ("llama-presets", ["docs/model.md"], llama_presets),
+    ("import-fsdp2", ["docs/import.md"], import_fsdp2),
     ("wrap-sweep", ["docs/fsdp.md"], wrap_sweep),
     ("simulate-7b", ["docs/simulate.md"], simulate_7b),
     ("simulate-table", ["docs/simulate.md"], simulate_table),

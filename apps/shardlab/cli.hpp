@@ -26,6 +26,7 @@ CliCommand add_demo_command(CLI::App& app);     // cli_demo.cpp
 CliCommand add_plan_command(CLI::App& app);     // cli_plan.cpp
 CliCommand add_data_command(CLI::App& app);     // cli_data.cpp: data encode, data info
 CliCommand add_summary_command(CLI::App& app);  // cli_summary.cpp
+CliCommand add_import_command(CLI::App& app);   // cli_import.cpp
 CliCommand add_export_command(CLI::App& app);   // cli_checkpoint.cpp
 CliCommand add_inspect_command(CLI::App& app);  // cli_checkpoint.cpp
 

@@ -37,10 +37,11 @@ int main(int argc, char** argv) {
       "Example: shardlab train --model small --data synthetic --steps 300\n"
       "         shardlab summary runs/<the directory train printed>");
 
-  const std::vector<CliCommand> commands = {
-      add_train_command(app),   add_demo_command(app),     add_plan_command(app),
-      add_summary_command(app), add_inspect_command(app),  add_export_command(app),
-      add_data_command(app),    add_simulate_command(app), add_calibrate_command(app)};
+  const std::vector<CliCommand> commands = {add_train_command(app),     add_demo_command(app),
+                                            add_plan_command(app),      add_summary_command(app),
+                                            add_inspect_command(app),   add_export_command(app),
+                                            add_data_command(app),      add_simulate_command(app),
+                                            add_calibrate_command(app), add_import_command(app)};
 
   // A mistyped command ("shardlab trian") gets the nearest one, not CLI11's "A subcommand is
   // required".

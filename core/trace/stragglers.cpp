@@ -258,7 +258,9 @@ void print_stragglers(const StragglerReport& s, std::ostream& os, int max_steps)
     }
     os << "\n";
   }
-  if (s.peak_max_rank >= 0 && s.ranks.size() > 1 && s.peak_max == s.peak_min) {
+  if (s.peak_max <= 0) {
+    // no memory events: nothing to compare
+  } else if (s.peak_max_rank >= 0 && s.ranks.size() > 1 && s.peak_max == s.peak_min) {
     os << "memory imbalance: none, every rank peaks at " << format_bytes(s.peak_max) << "\n";
   } else if (s.peak_max_rank >= 0 && s.ranks.size() > 1) {
     std::snprintf(

@@ -456,8 +456,11 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
       st.steps, st.measured, st.warmup_excluded ? ", first excluded as warm-up" : "",
       st.mean_s * 1e3, st.median_s * 1e3, st.min_s * 1e3, st.max_s * 1e3);
   os << buf;
-  std::snprintf(buf, sizeof buf, "tokens/s %.1f   tokens/step %.1f (all ranks)\n", s.tokens_per_s,
-                s.tokens_per_step);
+  if (s.tokens_per_step > 0)
+    std::snprintf(buf, sizeof buf, "tokens/s %.1f   tokens/step %.1f (all ranks)\n", s.tokens_per_s,
+                  s.tokens_per_step);
+  else  // an imported trace: its steps carry no token counts
+    std::snprintf(buf, sizeof buf, "tokens/s ?   (the steps record no tokens)\n");
   os << buf;
   if (s.comm_ns_per_step > 0) {
     std::snprintf(buf, sizeof buf,
@@ -473,10 +476,16 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
   }
   os << buf;
 
-  print_mem_table("peak by category", s, false, os);
-  os << "\n";
-  print_mem_table("breakdown at the overall peak", s, true, os);
-  os << "\n";
+  bool memory = false;  // an imported trace has no memory events (yet)
+  for (const RankSummary& r : s.ranks) memory = memory || r.peak_total > 0;
+  if (memory) {
+    print_mem_table("peak by category", s, false, os);
+    os << "\n";
+    print_mem_table("breakdown at the overall peak", s, true, os);
+    os << "\n";
+  } else {
+    os << "memory: no memory events in the rank files\n\n";
+  }
   // The host tier, apart from device memory (--offload): only when the run has one.
   bool host = false;
   for (const RankSummary& r : s.ranks)

@@ -1,0 +1,58 @@
+// torch.profiler traces of a PyTorch job (DDP, FSDP1, FSDP2) as a ShardLab run directory, so that
+// `shardlab summary` and `shardlab-viewer` read a user's own job as they read a run of the engine.
+//
+// One Chrome trace per rank, as torch.profiler's export_chrome_trace writes it (.json, or
+// .json.gz):
+// - the rank, world size and backend from "distributedInfo"; times are the trace's microseconds
+//   on the host clock (baseTimeNanoseconds + ts), every rank placed on the earliest rank's start
+//   (ranks on other hosts: their clocks' offsets are in the waits);
+// - steps: the "ProfilerStep#N" spans of the main thread;
+// - communication (gloo): each "gloo:<op>" span on a gloo worker thread, the collective as it ran,
+//   matched in order with the "c10d::*" call on the main thread that issued it (t_issue). gloo
+//   runs a reduce-scatter as an all-reduce of the whole buffer: recorded as the all_reduce it was,
+//   and meta.json's "imported" says how many there were;
+// - compute: the main thread's outermost operator spans (not the c10d calls), merged where one
+//   follows the next within 50 us; forward, backward (autograd's) or optimizer (inside
+//   "Optimizer.step#..."), and under FSDP2 the unit its "FSDP::pre_forward (NAME)" and
+//   "FSDP::pre_backward (NAME)" labels put it in (inferred: named so in meta.json);
+// - units: FSDP2's module names from those labels ("blocks.0"), the root as unit 0, and their
+//   states: gathering from "FSDP::all_gather (NAME)", unsharded after its copy-out, resharded
+//   after "FSDP::post_forward" (not the root) and "FSDP::post_backward_reshard".
+// Not imported yet: memory ([memory] events), NCCL/GPU kernels (record_param_comms), FSDP1's units.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/trace/run_reader.hpp"
+
+namespace shardlab {
+
+// One rank's trace, read and mapped (times in ns on the host clock, not yet shifted).
+struct TorchRank {
+  std::string path;
+  int rank = -1, world = 0;
+  std::string backend;
+  int64_t start_ns = 0;  // the first ProfilerStep's start
+  std::vector<StepEvent> steps;
+  std::vector<SpanEvent> spans;        // compute and comm, by t_end
+  std::vector<std::string> units;      // unit names by index; 0 is the root ("")
+  std::vector<UnitEvent> unit_events;  // FSDP2's gathers and reshards, by its labels
+  int64_t reduce_scatters_as_all_reduce = 0;
+  int64_t unmatched_comm = 0;  // gloo spans with no c10d call to issue them (t_issue = t_start)
+};
+
+// Reads one trace. IoError naming the file for what is not a torch.profiler trace: not JSON (or
+// truncated), no "traceEvents", no "distributedInfo" with rank and world_size, no ProfilerStep.
+TorchRank read_torch_trace(const std::string& path);
+
+// Writes `out_dir` (a new or empty directory) as a run directory of the ranks of `traces` (files,
+// or directories whose *.json and *.json.gz files are the traces): meta.json (world size, backend,
+// "imported": the sources and what was inferred or left out), rank<R>.jsonl and summary.json. A
+// rank given twice, ranks of different world sizes and a missing rank are refused naming the
+// files (a subset of a job's ranks is not imported yet). Returns the ranks written.
+std::vector<int> import_torch_traces(const std::vector<std::string>& traces,
+                                     const std::string& out_dir);
+
+}  // namespace shardlab

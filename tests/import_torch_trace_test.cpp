@@ -1,0 +1,165 @@
+// core/import/torch_trace: torch.profiler traces of real PyTorch jobs (tests/data/torch_traces/,
+// made by bench/torch_traces.py: 2 ranks on gloo, 2 profiled steps, a 256-token embedding, two
+// residual MLP blocks of width 32 and a 256-way head) imported as run directories, and what
+// `shardlab summary` then reads from them; bad traces refused naming the file.
+#include <gtest/gtest.h>
+
+#include <zlib.h>
+
+#include <string>
+#include <vector>
+
+#include "core/base/error.hpp"
+#include "core/base/file_io.hpp"
+#include "core/comm/comm_common.hpp"
+#include "core/import/torch_trace.hpp"
+#include "core/trace/run_reader.hpp"
+#include "core/trace/summary.hpp"
+
+using namespace shardlab;
+
+namespace {
+
+const std::string kData = std::string(SHARDLAB_SOURCE_DIR) + "/tests/data/torch_traces/";
+
+// The model's parameters: the root (embedding 256 x 32, head 32 x 256 + 256) and a block
+// (LayerNorm 2 x 32, fc 32 x 128 + 128, proj 128 x 32 + 32).
+constexpr int64_t kRoot = 256 * 32 + 32 * 256 + 256;
+constexpr int64_t kBlock = 2 * 32 + 32 * 128 + 128 + 128 * 32 + 32;
+
+std::string fresh(const std::string& name) {
+  const std::string dir = testing::TempDir() + "/import_" + name;
+  remove_all(dir);
+  return dir;
+}
+
+// The run's totals of one collective (zero calls when it never ran).
+CommStat op(const RunSummary& s, CommOp c) {
+  for (const CommStat& st : s.comm)
+    if (st.op == comm_op_name(c)) return st;
+  return {};
+}
+
+std::string gunzip(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  std::string text;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  gzclose(f);
+  return text;
+}
+
+void expect_refused(const std::vector<std::string>& traces, const std::string& out,
+                    const std::string& needle) {
+  try {
+    import_torch_traces(traces, out);
+    ADD_FAILURE() << "accepted; expected an error with '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(ImportTorchTrace, Fsdp2TraceGivesItsUnitsCollectivesAndStates) {
+  const std::string out = fresh("fsdp2");
+  EXPECT_EQ(import_torch_traces({kData + "fsdp2"}, out), (std::vector<int>{0, 1}));
+  const RunData run = read_run(out);
+  ASSERT_EQ(run.ranks.size(), 2u);
+  EXPECT_EQ(run.meta.at("world_size"), 2);
+  EXPECT_EQ(run.meta.at("backend"), "gloo");
+  const auto& units = run.meta.at("units");
+  ASSERT_EQ(units.size(), 3u);
+  EXPECT_EQ(units[0].at("name"), "root");
+  EXPECT_EQ(units[2].at("name"), "blocks.1");
+  // gloo ran each unit's reduce-scatter as an all-reduce of the unit: 3 a step, 2 steps, 2 ranks.
+  EXPECT_EQ(run.meta.at("imported").at("reduce_scatter_as_all_reduce"), 12);
+  EXPECT_EQ(run.meta.at("imported").at("comm_without_issuing_call"), 0);
+
+  const RunSummary s = compute_summary(run);
+  EXPECT_EQ(s.step_time.steps, 2);
+  // Per step and rank: forward gathers root, blocks.0, blocks.1; backward blocks.1, blocks.0
+  // (FSDP2 keeps the root gathered into the backward). Buffers are nccl-tests' full sizes.
+  const int64_t calls = 2 * 2;  // steps x ranks
+  EXPECT_EQ(op(s, CommOp::all_gather).calls, 5 * calls);
+  EXPECT_EQ(op(s, CommOp::all_gather).bytes, 4 * (kRoot + 4 * kBlock) * calls);
+  EXPECT_EQ(op(s, CommOp::all_gather).sent, 4 * (kRoot + 4 * kBlock) / 2 * calls);
+  EXPECT_EQ(op(s, CommOp::all_reduce).calls, 3 * calls);
+  EXPECT_EQ(op(s, CommOp::all_reduce).bytes, 4 * (kRoot + 2 * kBlock) * calls);
+  EXPECT_EQ(op(s, CommOp::reduce_scatter).calls, 0);
+
+  // Spans: compute on the forward, backward and optimizer, comm issued before it ran; unit
+  // states for every unit; steps in order.
+  for (const RankTrace& r : run.ranks) {
+    ASSERT_EQ(r.steps.size(), 2u);
+    EXPECT_EQ(r.steps[0].step, 1);
+    EXPECT_EQ(r.steps[1].step, 2);
+    int phases[3] = {0, 0, 0};
+    for (const SpanEvent& e : r.spans) {
+      EXPECT_LE(e.t_issue, e.t_start);
+      EXPECT_LE(e.t_start, e.t_end);
+      if (e.lane == Lane::compute)
+        ++phases[e.op == "forward" ? 0 : e.op == "backward" ? 1 : e.op == "optimizer" ? 2 : -99];
+      if (e.lane == Lane::comm) {
+        EXPECT_GE(e.unit, 0) << e.op;
+      }
+    }
+    for (int p : phases) EXPECT_GT(p, 0);
+    std::vector<int> gathered(3, 0);
+    for (const UnitEvent& u : r.units)
+      if (u.state == UnitState::unsharded) ++gathered[static_cast<size_t>(u.unit)];
+    EXPECT_EQ(gathered, (std::vector<int>{2, 4, 4}));  // root once a step, blocks twice
+  }
+}
+
+TEST(ImportTorchTrace, DdpTraceIsOneBucketAllReduce) {
+  const std::string out = fresh("ddp");
+  import_torch_traces({kData + "ddp/rank1.json.gz", kData + "ddp/rank0.json.gz"}, out);
+  const RunData run = read_run(out);
+  EXPECT_EQ(run.meta.at("units").size(), 1u);  // no FSDP2 labels
+  const RunSummary s = compute_summary(run);
+  // DDP all-reduces every gradient, here in one bucket a step.
+  EXPECT_EQ(op(s, CommOp::all_reduce).calls, 2 * 2);
+  EXPECT_EQ(op(s, CommOp::all_reduce).bytes, 4 * (kRoot + 2 * kBlock) * 2 * 2);
+  EXPECT_EQ(op(s, CommOp::all_gather).calls, 0);
+  // A summary.json like a finished run's.
+  EXPECT_TRUE(path_exists(out + "/summary.json"));
+}
+
+TEST(ImportTorchTrace, ASubsetOfTheRanksIsRefusedNamingThem) {
+  // The summary and the viewer read every rank of a run's world: one of two is refused.
+  expect_refused({kData + "fsdp2/rank1.json.gz"}, fresh("subset"), "ranks 1 of a 2-rank job");
+}
+
+TEST(ImportTorchTrace, BadTracesAreRefusedNamingTheFile) {
+  const std::string dir = fresh("bad");
+  make_dirs(dir);
+  const std::string good = gunzip(kData + "fsdp2/rank0.json.gz");
+  // Truncated JSON, not JSON, a gzip stream cut short.
+  write_file_atomic(dir + "/cut.json", good.substr(0, good.size() / 2));
+  expect_refused({dir + "/cut.json"}, dir + "/o1", "cut.json: not a torch.profiler trace");
+  write_file_atomic(dir + "/garbage.json", "this is not json\n");
+  expect_refused({dir + "/garbage.json"}, dir + "/o2", "garbage.json: not a torch.profiler trace");
+  const std::string gz = read_text_file(kData + "fsdp2/rank0.json.gz");
+  write_file_atomic(dir + "/cut.json.gz", gz.substr(0, gz.size() / 2));
+  expect_refused({dir + "/cut.json.gz"}, dir + "/o3", "cut.json.gz: not a complete gzip stream");
+  // No distributedInfo: a single-process trace.
+  std::string single = good;
+  single.replace(single.find("\"distributedInfo\""), 17, "\"distributedInfX\"");
+  write_file_atomic(dir + "/single.json", single);
+  expect_refused({dir + "/single.json"}, dir + "/o4", "single.json: no distributedInfo");
+  // The same rank twice; ranks of two jobs.
+  expect_refused({kData + "fsdp2/rank0.json.gz", kData + "ddp/rank0.json.gz"}, dir + "/o5",
+                 "are both rank 0");
+  std::string other = good;
+  other.replace(other.find("\"world_size\": 2"), 15, "\"world_size\": 4");
+  write_file_atomic(dir + "/rank1_of_4.json", other);
+  expect_refused({kData + "fsdp2/rank1.json.gz", dir + "/rank1_of_4.json"}, dir + "/o6",
+                 "world_size");
+  // An output that holds something already is left alone.
+  make_dirs(dir + "/o7");
+  write_file_atomic(dir + "/o7/keep.txt", "mine\n");
+  expect_refused({kData + "fsdp2"}, dir + "/o7", "not an empty directory");
+  EXPECT_EQ(read_text_file(dir + "/o7/keep.txt"), "mine\n");
+}
