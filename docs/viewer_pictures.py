@@ -133,12 +133,17 @@ def shoot(cwd, runs, png, w, h, extra=""):
     return json.load(open(out[:-4] + ".json"))
 
 
-def place(cwd, rel, png, report, mouse=None):
+def place(cwd, rel, png, report, mouse=None, timed_rows=()):
     """Moves the screenshot cwd/png to `rel` under the output root, recording its timed regions
     and, with `mouse`, the tooltip's: it opens where the mouse points, a place that is a time, and
     holds times. ImGui draws it below and right of the pointer (these pictures point away from the
     window's right and bottom edges, where it would flip)."""
     regions, note = timed_regions(report)
+    # Rows that depend on timing in this picture only (a live run: which step was the last).
+    for row in report.get("summary_rows", []):
+        if row["name"] in timed_rows:
+            regions.append([round(v) for v in row["rect"]])
+            note += ", " + row["name"]
     if mouse:
         regions.append([mouse[0] - 40, mouse[1] - 40, 500, 300])
         note += ", the tooltip"
@@ -274,7 +279,9 @@ def live(cwd):
         rep = shoot(cwd, "runs/live", "viewer_live.png", w, h, "--until-steps 6 --timeout 120")
     finally:
         trainer.wait()
-    place(cwd, "docs/img/viewer_live.png", "viewer_live.png", rep)
+    # Live, the last step the viewer had read when it took the picture depends on timing.
+    place(cwd, "docs/img/viewer_live.png", "viewer_live.png", rep,
+          timed_rows=("loss at the last step",))
     r = rep["panels"]["runs"][0]
     lines = [
         "```",
