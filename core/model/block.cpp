@@ -2,10 +2,10 @@
 //   r = x + c_proj(attn(c_attn(ln_1(x)))),  y = r + mlp.c_proj(gelu(mlp.c_fc(ln_2(r))))
 #include "core/base/error.hpp"
 #include "core/kernels/attention.hpp"
-#include "core/kernels/flash_attention.hpp"
 #include "core/kernels/gelu.hpp"
 #include "core/kernels/layernorm.hpp"
 #include "core/kernels/linear.hpp"
+#include "core/model/flash_shape.hpp"
 #include "core/model/layers.hpp"
 #include "core/model/params.hpp"
 
@@ -29,17 +29,6 @@ void check_acts(const BlockActivations& acts, int B, int T, const char* fn) {
 bool flash(const BlockActivations& acts) {
   return acts.kernels().attention == AttentionKernel::flash;
 }
-
-// GPT-2's attention as flash_attention.hpp sees it: NH heads of C / NH, all of them K/V heads,
-// q, k and v the three thirds of each packed qkv row (ld 3C).
-FlashShape flash_shape(const GPTConfig& cfg, int B, int T) {
-  FlashShape s;
-  s.B = B;
-  s.T = T;
-  s.NH = s.NKV = cfg.n_head;
-  s.hs = cfg.n_embd / cfg.n_head;
-  return s;
-}
 }  // namespace
 
 void block_attn_forward(Device& dev, const GPTConfig& cfg, BlockActivations& acts, const float* x,
@@ -50,7 +39,7 @@ void block_attn_forward(Device& dev, const GPTConfig& cfg, BlockActivations& act
   auto p = block_views(cfg, attn_params, static_cast<const float*>(nullptr));
   layernorm_forward(dev, acts.ln1, acts.ln1_mean, acts.ln1_rstd, x, p.ln1_w, p.ln1_b, N, C);
   linear_forward(dev, acts.qkv, acts.ln1, p.qkv_w, p.qkv_b, N, C, 3 * C);
-  if (flash(acts)) {
+  if (flash(acts)) {  // q, k and v: the three thirds of each packed qkv row (ld 3C)
     const int64_t ld = 3 * C;
     flash_attention_forward(dev, flash_shape(cfg, B, T), RowsOut{acts.atty, C}, acts.lse,
                             RowsIn{acts.qkv, ld}, RowsIn{acts.qkv + C, ld},

@@ -7,11 +7,11 @@
 #include "core/kernels/attention.hpp"
 #include "core/kernels/crossentropy.hpp"
 #include "core/kernels/encoder.hpp"
-#include "core/kernels/flash_attention.hpp"
 #include "core/kernels/linear.hpp"
 #include "core/kernels/rmsnorm.hpp"
 #include "core/kernels/rope.hpp"
 #include "core/kernels/swiglu.hpp"
+#include "core/model/flash_shape.hpp"
 
 namespace shardlab {
 
@@ -165,16 +165,6 @@ AttentionDims dims(const GPTConfig& cfg, int B, int T) {
 
 bool flash(const LlamaAttnActivations& acts) {
   return acts.kernels().attention == AttentionKernel::flash;
-}
-
-FlashShape flash_shape(const GPTConfig& cfg, int B, int T) {
-  FlashShape s;
-  s.B = B;
-  s.T = T;
-  s.NH = cfg.n_head;
-  s.NKV = cfg.kv_heads();
-  s.hs = cfg.head_dim();
-  return s;
 }
 
 // q, k and v as flash_attention.hpp reads them: the three column ranges of each packed row.
