@@ -182,9 +182,24 @@ TEST(LlamaStages, HuggingFaceNamesAndShapes) {
   EXPECT_EQ(model.num_params(), cfg.num_params());
 }
 
+// The parameters a run ends with, as the bytes of their export (one .safetensors file).
+std::string final_params(TrainConfig c, const std::string& name) {
+  const std::string dir = testing::TempDir() + "/llama_params_" + name;
+  remove_all(dir);
+  c.save_every = c.steps;
+  c.ckpt_dir = dir;
+  train(c);
+  export_safetensors(dir, dir + "/params.safetensors", DType::f32);
+  return read_text_file(dir + "/params.safetensors");
+}
+
 TEST(TrainLlama, EveryStrategyIsBitIdenticalAndFollowsOneRank) {
   const TrainResult one = train(llama_config(Strategy::no_shard, 1));
   const TrainResult ddp = train(llama_config(Strategy::no_shard, 4));
+  // Not only the losses: the parameters after the last step, byte for byte.
+  const std::string ddp_params = final_params(llama_config(Strategy::no_shard, 4), "ddp");
+  for (Strategy s : {Strategy::shard_optim, Strategy::shard_grad_op, Strategy::full_shard})
+    EXPECT_EQ(final_params(llama_config(s, 4), strategy_name(s)), ddp_params) << strategy_name(s);
   ASSERT_EQ(one.losses.size(), 6u);
   EXPECT_LT(one.losses.back(), one.losses.front() - 0.5f);
   for (size_t i = 0; i < one.losses.size(); ++i)
