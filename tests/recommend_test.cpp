@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "apps/shardlab/pytorch_settings.hpp"
 #include "apps/shardlab/recommend.hpp"
 #include "apps/shardlab/simulate_command.hpp"
 #include "core/base/error.hpp"
@@ -282,4 +283,42 @@ TEST(Recommend, BadInputIsAClearErrorAndNothingFittingIsExitTwo) {
   EXPECT_NE(none.str().find("nothing fits 1.00 MiB per rank: the leanest configuration"),
             std::string::npos)
       << none.str();
+}
+
+TEST(Recommend, PyTorchSettingsSayTheSameConfiguration) {
+  // full_shard, bf16 parameters and fp32 reduction, 2 micro-batches of 2 on 64 ranks.
+  RecommendCandidate c;
+  c.strategy = Strategy::full_shard;
+  c.prefetch = 1;
+  c.accum = 2;
+  c.param_dtype = DType::bf16;
+  const std::string fs = pytorch_settings(c, 64, 256, 2048);
+  for (const char* want :
+       {"mesh = init_device_mesh(\"cuda\", (64,))",
+        "MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)",
+        "fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=True)",
+        "local_batch_size = 2", "global_batch_size = 256", "seq_len = 2048",
+        "mixed_precision_param = \"bfloat16\"", "mixed_precision_reduce = \"float32\"",
+        "data_parallel_replicate_degree = 1", "data_parallel_shard_degree = 64", "mode = \"none\""})
+    EXPECT_NE(fs.find(want), std::string::npos) << want << "\n" << fs;
+  // HSDP: a replicate x shard mesh of 2 x 32; activation checkpointing; ZeRO-2 never reshards.
+  c.strategy = Strategy::hybrid_shard;
+  c.hybrid_group = 32;
+  c.act_ckpt = true;
+  const std::string hs = pytorch_settings(c, 64, 256, 2048);
+  EXPECT_NE(hs.find("(2, 32), mesh_dim_names=(\"replicate\", \"shard\")"), std::string::npos) << hs;
+  EXPECT_NE(hs.find("data_parallel_replicate_degree = 2"), std::string::npos) << hs;
+  EXPECT_NE(hs.find("data_parallel_shard_degree = 32"), std::string::npos) << hs;
+  EXPECT_NE(hs.find("mode = \"full\""), std::string::npos) << hs;
+  c.strategy = Strategy::shard_grad_op;
+  EXPECT_NE(pytorch_settings(c, 64, 256, 2048).find("reshard_after_forward=False"),
+            std::string::npos);
+  // DDP replicates; ZeRO-1 says it has no fully_shard setting.
+  c.strategy = Strategy::no_shard;
+  const std::string ddp = pytorch_settings(c, 8, 64, 1024);
+  EXPECT_NE(ddp.find("DistributedDataParallel(model)"), std::string::npos) << ddp;
+  EXPECT_NE(ddp.find("data_parallel_replicate_degree = 8"), std::string::npos) << ddp;
+  c.strategy = Strategy::shard_optim;
+  EXPECT_NE(pytorch_settings(c, 8, 64, 1024).find("ZeRO-1: no fully_shard setting"),
+            std::string::npos);
 }

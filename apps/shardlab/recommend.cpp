@@ -1,6 +1,8 @@
 // The strategy advisor: enumerate, simulate each configuration, keep what fits, rank by tokens/s.
 #include "apps/shardlab/recommend.hpp"
 
+#include "apps/shardlab/pytorch_settings.hpp"
+
 #include <unistd.h>
 #include <algorithm>
 #include <chrono>
@@ -412,6 +414,10 @@ RecommendResult recommend(const RecommendOptions& o, std::ostream& out, std::ost
                     it->tokens_per_s, format_bytes(it->peak_bytes).c_str(),
                     settings(it->c).c_str());
     out << line;
+  }
+  if (!res.best.empty()) {
+    out << "\n#1 ";
+    out << pytorch_settings(res.best.front().c, o.ranks, o.global_batch, seq);
   }
   return res;
 }
