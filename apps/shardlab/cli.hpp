@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "core/device/cluster_spec.hpp"
 #include "core/fsdp/engine_config.hpp"
 
 namespace CLI {
@@ -35,6 +36,10 @@ CliCommand add_calibrate_command(CLI::App& app);  // cli_calibrate.cpp
 
 // "tiny|small|medium|gpt2", for help texts.
 std::string preset_list();
+
+// --nodes, --gpus-per-node and --inter-node-gbps, the changes to --cluster's spec
+// (core/device/cluster_spec.hpp), bound to `ov` (cli_simulate.cpp).
+void add_cluster_overrides(CLI::App* cmd, ClusterOverrides& ov);
 
 // A subcommand whose one argument is a directory (`shardlab summary RUN_DIR`, `shardlab inspect
 // CKPT_DIR`): declares it with its help and runs run(dir) when chosen (cli_summary.cpp).

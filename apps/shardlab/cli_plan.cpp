@@ -65,6 +65,7 @@ int run_recommend(const CLI::App& cmd, RecommendOptions r, const PlanCommandOpti
         if ((*list)[i] == (*list)[k])
           SL_THROW(InvalidArgument, flag, ": '", (*list)[i], "' is listed twice");
   r.model = p.model;
+  r.cluster_overrides = p.cluster_overrides;
   r.hf_config = p.hf_config;
   r.attention = p.attention;
   r.ranks = p.ranks;
@@ -134,6 +135,7 @@ CliCommand add_plan_command(CLI::App& app) {
   cmd->add_option("--cluster", p.cluster,
                   "also time the step on this cluster (a preset of shardlab simulate or a JSON "
                   "file): step ms, tokens/s, exposed comm ms columns");
+  add_cluster_overrides(cmd, p.cluster_overrides);
   cmd->add_option("--math", p.math,
                   "fp32 | tf32 | bf16: the GEMM peak charged with --cluster (default: bf16 with "
                   "16-bit parameters, else fp32)");

@@ -92,6 +92,15 @@ void print_cluster(const std::string& name, int ranks, std::ostream& out) {
 
 }  // namespace
 
+void add_cluster_overrides(CLI::App* cmd, ClusterOverrides& ov) {
+  cmd->add_option("--nodes", ov.nodes, "change --cluster's node count (0: the spec's)");
+  cmd->add_option("--gpus-per-node", ov.gpus_per_node,
+                  "change --cluster's GPUs (ranks) per node (0: the spec's)");
+  cmd->add_option("--inter-node-gbps", ov.inter_node_gbps,
+                  "change --cluster's link between nodes, per GPU, in Gbit/s (400: InfiniBand "
+                  "NDR, 200: HDR, 100 or 25: Ethernet; 0: the spec's)");
+}
+
 CliCommand add_simulate_command(CLI::App& app) {
   struct Options {
     TrainConfig cfg;
@@ -99,6 +108,7 @@ CliCommand add_simulate_command(CLI::App& app) {
     std::string math;
     std::string print_cluster;
     bool collective_times = false;
+    ClusterOverrides overrides;
   };
   auto o = std::make_shared<Options>();
   o->cfg.run_dir = "auto";
@@ -118,6 +128,7 @@ CliCommand add_simulate_command(CLI::App& app) {
   cmd->add_option("--math", o->math,
                   "fp32 | tf32 | bf16: the GEMM peak charged (default: bf16 with 16-bit "
                   "parameters, else fp32)");
+  add_cluster_overrides(cmd, o->overrides);
   cmd->add_option("--print-cluster", o->print_cluster,
                   "print a cluster's JSON and exit: a preset's (the format of a cluster file), "
                   "a cluster file's once it reads as one, or this-machine's, measured now");
@@ -136,9 +147,18 @@ CliCommand add_simulate_command(CLI::App& app) {
             if (cmd->count("--hybrid-group") > 0 && e.strategy != Strategy::hybrid_shard)
               SL_THROW(InvalidArgument, hybrid_group_unused_message(e.hybrid_group, e.strategy));
             o->cfg.gemm_math = o->math.empty() ? default_gemm_math(e) : parse_gemm_math(o->math);
-            if (o->cfg.cluster == "this-machine")
+            if (o->cfg.cluster == "this-machine") {
+              if (!o->overrides.empty())
+                SL_THROW(InvalidArgument,
+                         "--cluster this-machine is measured as it is: "
+                         "--nodes, --gpus-per-node and --inter-node-gbps change a preset or a "
+                         "cluster file");
               o->cfg.cluster_spec = std::make_shared<const ClusterSpec>(parse_cluster_spec(
                   measure_this_machine(o->cfg.ranks, std::cout), "this-machine"));
+            } else if (!o->overrides.empty()) {
+              o->cfg.cluster_spec = std::make_shared<const ClusterSpec>(
+                  load_cluster_spec(o->cfg.cluster, o->overrides));
+            }
             if (o->collective_times) {
               const ClusterSpec spec =
                   o->cfg.cluster_spec ? *o->cfg.cluster_spec : load_cluster_spec(o->cfg.cluster);

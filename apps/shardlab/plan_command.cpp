@@ -77,10 +77,15 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
   if (engine.hybrid_group == 0) engine.hybrid_group = o.ranks % 2 == 0 && o.ranks > 2 ? 2 : o.ranks;
 
   std::shared_ptr<const ClusterSpec> cluster;
+  if (o.cluster.empty() && !o.cluster_overrides.empty())
+    SL_THROW(InvalidArgument,
+             "--nodes, --gpus-per-node and --inter-node-gbps change --cluster's "
+             "spec: give --cluster");
   if (!o.cluster.empty()) {
     if (states_only)
       SL_THROW(InvalidArgument, "--cluster with --params: timing needs a model shape (--model)");
-    cluster = std::make_shared<const ClusterSpec>(load_cluster_spec(o.cluster));
+    cluster =
+        std::make_shared<const ClusterSpec>(load_cluster_spec(o.cluster, o.cluster_overrides));
     cluster->check_ranks(o.ranks);
   } else if (!o.math.empty()) {
     SL_THROW(InvalidArgument, "--math ", o.math,

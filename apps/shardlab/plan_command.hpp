@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device/cluster_spec.hpp"
 #include "core/fsdp/engine_config.hpp"
 #include "core/fsdp/strategy.hpp"
 #include "core/model/config.hpp"
@@ -37,7 +38,8 @@ struct PlanCommandOptions {
   int64_t capacity = 0;  // bytes per rank, 0 = none
   bool decimal = false;  // GB (1e9 bytes, the ZeRO paper's unit) instead of MiB
   std::string cluster;   // a preset or JSON file: also time the step ("" = memory only)
-  std::string math;      // fp32 | tf32 | bf16 ("" = bf16 with 16-bit parameters, else fp32)
+  ClusterOverrides cluster_overrides;  // --nodes, --gpus-per-node, --inter-node-gbps
+  std::string math;  // fp32 | tf32 | bf16 ("" = bf16 with 16-bit parameters, else fp32)
 };
 
 // The model of `o`: the preset with its overrides; throws InvalidArgument naming the flag.

@@ -62,6 +62,10 @@ std::string command_of(const RecommendOptions& o, const RecommendCandidate& c) {
   s << "shardlab simulate --cluster " << o.cluster
     << (o.hf_config.empty() ? " --model " + o.model : " --hf-config " + o.hf_config) << " --ranks "
     << o.ranks << " --batch " << o.global_batch;
+  const ClusterOverrides& ov = o.cluster_overrides;
+  if (ov.nodes > 0) s << " --nodes " << ov.nodes;
+  if (ov.gpus_per_node > 0) s << " --gpus-per-node " << ov.gpus_per_node;
+  if (ov.inter_node_gbps > 0) s << " --inter-node-gbps " << ov.inter_node_gbps;
   if (o.seq > 0) s << " --seq " << o.seq;
   if (o.attention != AttentionKernel::naive)
     s << " --attention " << attention_kernel_name(o.attention);
@@ -254,7 +258,8 @@ RecommendResult recommend(const RecommendOptions& o, std::ostream& out, std::ost
              "this-machine.json`, then pass --cluster this-machine.json");
   if (o.top < 1) SL_THROW(InvalidArgument, "--top ", o.top, ": must be >= 1");
   if (o.mem_cap < 0) SL_THROW(InvalidArgument, "--mem-limit ", o.mem_cap, ": must be >= 0");
-  const auto spec = std::make_shared<const ClusterSpec>(load_cluster_spec(o.cluster));
+  const auto spec =
+      std::make_shared<const ClusterSpec>(load_cluster_spec(o.cluster, o.cluster_overrides));
   spec->check_ranks(o.ranks);
   const GPTConfig m =
       o.hf_config.empty() ? GPTConfig::preset(o.model) : read_hf_config(o.hf_config);

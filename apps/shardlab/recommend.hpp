@@ -14,15 +14,17 @@
 #include <vector>
 
 #include "core/base/dtype.hpp"
+#include "core/device/cluster_spec.hpp"
 #include "core/fsdp/engine_config.hpp"
 #include "core/model/stage.hpp"
 
 namespace shardlab {
 
 struct RecommendOptions {
-  std::string model = "small";  // a GPTConfig preset
-  std::string hf_config;        // or a Hugging Face config.json's shape
-  std::string cluster;          // a preset or a JSON cluster file (as `shardlab simulate`)
+  std::string model = "small";         // a GPTConfig preset
+  std::string hf_config;               // or a Hugging Face config.json's shape
+  std::string cluster;                 // a preset or a JSON cluster file (as `shardlab simulate`)
+  ClusterOverrides cluster_overrides;  // --nodes, --gpus-per-node, --inter-node-gbps
   AttentionKernel attention = AttentionKernel::naive;  // the kernel every candidate runs
   int ranks = 0;                                       // N
   int64_t global_batch = 0;                            // sequences per step, all ranks: N x B x K

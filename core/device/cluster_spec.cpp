@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "core/base/error.hpp"
 #include "core/base/file_io.hpp"
@@ -380,20 +381,55 @@ std::string cluster_preset_json(const std::string& name) {
            ", this-machine; or a JSON file)");
 }
 
-ClusterSpec load_cluster_spec(const std::string& name_or_path) {
+namespace {
+
+// The spec's JSON and what messages call it.
+std::pair<nlohmann::json, std::string> cluster_json(const std::string& name_or_path) {
   for (const Preset& p : kPresets)
     if (name_or_path == p.name)
-      return parse_cluster_spec(nlohmann::json::parse(p.json), "cluster preset " + name_or_path);
+      return {nlohmann::json::parse(p.json), "cluster preset " + name_or_path};
   if (!path_exists(name_or_path)) cluster_preset_json(name_or_path);  // throws: unknown preset
   const std::string where = "cluster file " + name_or_path;
-  nlohmann::json j;
   try {
     // A FIFO or a device is refused without blocking; a spec is a few KiB, 16 MiB is damage.
-    j = parse_json_strict(read_text_file(name_or_path, kMaxClusterFileBytes), where);
+    return {parse_json_strict(read_text_file(name_or_path, kMaxClusterFileBytes), where), where};
   } catch (const IoError& e) {
     throw InvalidArgument(e.what());  // already names the file, and where it was thrown
   }
-  return parse_cluster_spec(j, where);
+}
+
+}  // namespace
+
+ClusterSpec load_cluster_spec(const std::string& name_or_path) {
+  return load_cluster_spec(name_or_path, ClusterOverrides{});
+}
+
+ClusterSpec load_cluster_spec(const std::string& name_or_path, const ClusterOverrides& ov) {
+  auto [j, where] = cluster_json(name_or_path);
+  if (ov.empty()) return parse_cluster_spec(j, where);
+  if (ov.nodes < 0 || ov.gpus_per_node < 0 || !(ov.inter_node_gbps >= 0))
+    SL_THROW(InvalidArgument, "--nodes, --gpus-per-node and --inter-node-gbps must be positive");
+  std::string changed;
+  if (ov.nodes > 0) {
+    j["nodes"] = ov.nodes;
+    changed += " --nodes " + std::to_string(ov.nodes);
+  }
+  if (ov.gpus_per_node > 0) {
+    j["ranks_per_node"] = ov.gpus_per_node;
+    if (j.contains("devices_per_node")) j["devices_per_node"] = ov.gpus_per_node;
+    changed += " --gpus-per-node " + std::to_string(ov.gpus_per_node);
+  }
+  if (ov.inter_node_gbps > 0) {
+    if (!j.contains("inter_node") || !j["inter_node"].is_object())
+      SL_THROW(InvalidArgument, where, ": no inter_node link for --inter-node-gbps to change");
+    j["inter_node"]["bandwidth_GBps"] = ov.inter_node_gbps / 8.0;  // Gbit/s -> GB/s
+    std::ostringstream g;
+    g << ov.inter_node_gbps;
+    changed += " --inter-node-gbps " + g.str();
+  }
+  if (j.contains("name") && j["name"].is_string())
+    j["name"] = j["name"].get<std::string>() + " with" + changed;
+  return parse_cluster_spec(j, where + " with" + changed);
 }
 
 }  // namespace shardlab

@@ -130,6 +130,17 @@ ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where
 // command line (it measures), not here. Throws InvalidArgument for an unknown name that is not a
 // file, IoError / InvalidArgument for a bad file.
 ClusterSpec load_cluster_spec(const std::string& name_or_path);
+
+// Changes to a spec from the command line, instead of an edited copy of its JSON: applied to the
+// JSON before it is parsed, so each is checked against the same physical range as in a file
+// (naming the option) and a simulated run's meta.json records the spec as used. 0: keep.
+struct ClusterOverrides {
+  int nodes = 0;               // --nodes
+  int gpus_per_node = 0;       // --gpus-per-node: ranks_per_node (and devices_per_node if set)
+  double inter_node_gbps = 0;  // --inter-node-gbps: the inter-node link per GPU, Gbit/s
+  bool empty() const { return nodes == 0 && gpus_per_node == 0 && inter_node_gbps == 0; }
+};
+ClusterSpec load_cluster_spec(const std::string& name_or_path, const ClusterOverrides& ov);
 std::vector<std::string> cluster_preset_names();
 // The preset's JSON text; throws InvalidArgument for an unknown name.
 std::string cluster_preset_json(const std::string& name);

@@ -100,3 +100,22 @@ foreach(want "on 2 groups of ranks at once" "\"ranks_per_node\": 2")
 endforeach()
 expect_error(calibrate_groups "calibrate: --link-groups 3 must divide --ranks 4 into groups of two"
              calibrate --ranks 4 --link-groups 3)
+
+# ---- the cluster changed from the command line: a slower link between nodes, fewer GPUs a node
+set(big simulate --model small --steps 2 --batch 64 --seq 64 --ranks 64 --trace off
+    --param-dtype bf16 --reduce-dtype bf16 --cluster h100-sxm)
+run_ok(fast ${big})
+run_ok(slow ${big} --inter-node-gbps 25)
+string(REGEX MATCH "tokens/s +([0-9]+)" m "${fast}")
+set(fast_tps ${CMAKE_MATCH_1})
+string(REGEX MATCH "tokens/s +([0-9]+)" m "${slow}")
+set(slow_tps ${CMAKE_MATCH_1})
+if(NOT slow MATCHES "on h100-sxm with --inter-node-gbps 25" OR NOT slow_tps LESS fast_tps)
+  message(FATAL_ERROR "--inter-node-gbps 25 (${slow_tps} tokens/s) is not slower than the "
+                      "preset's 400 (${fast_tps}):\n${slow}")
+endif()
+expect_error(override_range "with --inter-node-gbps 1e\\+12: field 'inter_node.bandwidth_GBps'"
+             ${sim} --cluster h100-sxm --ranks 8 --inter-node-gbps 1e12)
+expect_error(override_ranks "2 nodes x ranks_per_node 4 = 8 ranks"
+             ${sim} --cluster h100-sxm --ranks 16 --nodes 2 --gpus-per-node 4)
+expect_error(override_needs_cluster "give --cluster" plan --model tiny --nodes 2)
