@@ -125,5 +125,6 @@ TEST(FsdpStrategy, NamesRoundTripAndGroupSizes) {
   EXPECT_EQ(shard_group_size(Strategy::no_shard, 8, 0), 1);
   EXPECT_EQ(shard_group_size(Strategy::shard_optim, 8, 0), 8);
   EXPECT_EQ(shard_group_size(Strategy::hybrid_shard, 8, 4), 4);
+  EXPECT_EQ(shard_group_size(Strategy::hybrid_shard, 8, 0), 8);  // 0: one group of all
   EXPECT_THROW(shard_group_size(Strategy::hybrid_shard, 6, 4), InvalidArgument);
 }

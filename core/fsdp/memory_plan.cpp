@@ -197,8 +197,7 @@ MemoryPlan plan_memory(const PlanInput& in) {
   }
   SL_CHECK(!plan.input.unit_numels.empty(), "plan: no units (give Psi or a model)");
   const EngineConfig& e = in.engine;
-  plan.group =
-      shard_group_size(e.strategy, in.world, e.hybrid_group > 0 ? e.hybrid_group : in.world);
+  plan.group = shard_group_size(e.strategy, in.world, e.hybrid_group);
   const StateBytes b =
       state_bytes(e.param_dtype, e.reduce_dtype, optimizer_bytes_per_param(e.optim));
   const bool full_p = keeps_full_params(e.strategy), full_g = keeps_full_grads(e.strategy),

@@ -8,7 +8,7 @@ namespace shardlab {
 Mesh make_mesh(Strategy strategy, int world, int rank, int hybrid_group) {
   SL_CHECK(world >= 1, "world size ", world, " must be at least 1");
   SL_CHECK(rank >= 0 && rank < world, "mesh: rank ", rank, " outside [0, ", world, ")");
-  const int G = shard_group_size(strategy, world, hybrid_group > 0 ? hybrid_group : world);
+  const int G = shard_group_size(strategy, world, hybrid_group);
   Mesh m;
   m.world = world;
   m.rank = rank;

@@ -66,6 +66,7 @@ int shard_group_size(Strategy s, int world, int hybrid_group) {
   SL_CHECK(world >= 1, "world size ", world, " must be at least 1");
   if (s == Strategy::no_shard) return 1;
   if (s != Strategy::hybrid_shard) return world;
+  if (hybrid_group == 0) return world;  // EngineConfig's "0: all"
   SL_CHECK(hybrid_group >= 1 && hybrid_group <= world && world % hybrid_group == 0,
            "hybrid_shard: group size ", hybrid_group, " must divide the world size ", world);
   return hybrid_group;

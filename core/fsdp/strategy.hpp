@@ -62,7 +62,8 @@ inline bool keeps_full_optim(Strategy s) { return strategy_spec(s).optim == Plac
 inline bool gathers_params_per_unit(Strategy s) { return strategy_spec(s).reshard_after_forward; }
 
 // The number of ranks a unit is sharded over: 1 for no_shard (nothing is split), the hybrid group
-// size G for hybrid_shard, the world size N otherwise.
+// size G for hybrid_shard (EngineConfig::hybrid_group; 0: the whole world, one group), the world
+// size N otherwise. The one place that reads hybrid_group 0.
 int shard_group_size(Strategy s, int world, int hybrid_group);
 
 // How gradients of K > 1 micro-batches are accumulated by strategies that keep only gradient

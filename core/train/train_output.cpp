@@ -62,7 +62,7 @@ void print_parallel_line(std::ostream& out, const TrainConfig& cfg, int world,
   }
   out << ")";
   if (e.strategy == Strategy::hybrid_shard)
-    out << ", groups of " << (e.hybrid_group > 0 ? e.hybrid_group : world);
+    out << ", groups of " << shard_group_size(e.strategy, world, e.hybrid_group);
   out << ", prefetch " << e.prefetch << ", params " << dtype_name(e.param_dtype) << ", grads "
       << dtype_name(e.reduce_dtype);
   if (cfg.accum > 1)
