@@ -143,3 +143,29 @@ TEST(SimClusterLimits, TimesPastTheClockAreRefusedNotWrapped) {
   }
   EXPECT_THROW(gemm_ns(s, GemmMath::fp32, 1 << 20, 1 << 20, 1 << 20), InvalidArgument);
 }
+
+TEST(SimClusterLimits, EveryPresetRoundTripsThroughItsJson) {
+  // What --print-cluster prints, read back as a cluster file would be, is the same spec.
+  const std::vector<std::string> names = cluster_preset_names();
+  ASSERT_GE(names.size(), 4u);
+  for (const std::string& n : names) {
+    const ClusterSpec a = load_cluster_spec(n);
+    const ClusterSpec b = parse_cluster_spec(nlohmann::json::parse(a.json.dump()), "round trip");
+    EXPECT_EQ(b.name, n);
+    EXPECT_EQ(b.nodes, a.nodes) << n;
+    EXPECT_EQ(b.ranks_per_node, a.ranks_per_node) << n;
+    EXPECT_EQ(b.memory_bytes, a.memory_bytes) << n;
+    EXPECT_EQ(b.memory_bandwidth, a.memory_bandwidth) << n;
+    for (int m = 0; m < 3; ++m) EXPECT_EQ(b.peak_flops[m], a.peak_flops[m]) << n;
+    EXPECT_EQ(b.intra_node.bandwidth, a.intra_node.bandwidth) << n;
+    EXPECT_EQ(b.inter_node.bandwidth, a.inter_node.bandwidth) << n;
+    EXPECT_EQ(b.host_link.bandwidth, a.host_link.bandwidth) << n;
+    EXPECT_NE(a.json.value("source", "").find("datasheet"), std::string::npos) << n;
+  }
+  // The 80 GB A100 differs from the 40 GB one in memory only; the H200 from the H100 the same.
+  const ClusterSpec a40 = load_cluster_spec("a100-40gb"), a80 = load_cluster_spec("a100-80gb");
+  EXPECT_EQ(a80.memory_bytes, 2 * a40.memory_bytes);
+  EXPECT_EQ(a80.peak_flops[2], a40.peak_flops[2]);
+  EXPECT_GT(load_cluster_spec("h200").memory_bandwidth,
+            load_cluster_spec("h100-sxm").memory_bandwidth);
+}

@@ -53,11 +53,42 @@ const char* kA100 = R"({
            "source": "DGX A100: 2x AMD EPYC 7742, 8 DDR4-3200 channels each (2 x 204.8 GB/s), shared by 8 GPUs"}
 })";
 
+const char* kA100_80 = R"({
+  "name": "a100-80gb",
+  "source": "NVIDIA A100 Tensor Core GPU datasheet (SXM 80GB: FP32 19.5 TFLOPS, TF32 156 and BF16 312 TFLOPS dense; 80 GB HBM2e at 2039 GB/s; NVLink 3 600 GB/s; PCIe Gen4 64 GB/s), NVIDIA DGX A100 datasheet (8 GPUs per node, 8x ConnectX-6 HDR at 200 Gb/s, one per GPU). Latencies are assumptions (typical NCCL per-step latency), not datasheet figures.",
+  "nodes": 512,
+  "ranks_per_node": 8,
+  "gpu": {"name": "A100 SXM4 80GB",
+          "peak_tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312},
+          "memory_GiB": 80, "memory_bandwidth_GBps": 2039},
+  "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
+  "inter_node": {"bandwidth_GBps": 25, "latency_us": 5},
+  "host_link": {"bandwidth_GBps": 32, "latency_us": 5},
+  "host": {"memory_bandwidth_GBps": 51.2,
+           "source": "DGX A100: 2x AMD EPYC 7742, 8 DDR4-3200 channels each (2 x 204.8 GB/s), shared by 8 GPUs"}
+})";
+
+const char* kH200 = R"({
+  "name": "h200",
+  "source": "NVIDIA H200 Tensor Core GPU datasheet (SXM: FP32 67 TFLOPS, TF32 989 and BF16 1979 TFLOPS with sparsity, i.e. 494.5 and 989.5 dense, the H100's; 141 GB HBM3e at 4.8 TB/s; NVLink 4 900 GB/s; PCIe Gen5 128 GB/s), NVIDIA DGX H200 datasheet (8 GPUs per node, 8x ConnectX-7 at 400 Gb/s, one per GPU). Latencies are assumptions (typical NCCL per-step latency), not datasheet figures.",
+  "nodes": 512,
+  "ranks_per_node": 8,
+  "gpu": {"name": "H200 SXM 141GB",
+          "peak_tflops": {"fp32": 67, "tf32": 494.5, "bf16": 989.5},
+          "memory_GiB": 141, "memory_bandwidth_GBps": 4800},
+  "intra_node": {"bandwidth_GBps": 450, "latency_us": 2},
+  "inter_node": {"bandwidth_GBps": 50, "latency_us": 5},
+  "host_link": {"bandwidth_GBps": 64, "latency_us": 5},
+  "host": {"memory_bandwidth_GBps": 76.8,
+           "source": "DGX H200: 2x Xeon Platinum 8480C, 8 DDR5-4800 channels each (2 x 307 GB/s), shared by 8 GPUs"}
+})";
+
 struct Preset {
   const char* name;
   const char* json;
 };
-const Preset kPresets[] = {{"h100-sxm", kH100}, {"a100-40gb", kA100}};
+const Preset kPresets[] = {
+    {"h100-sxm", kH100}, {"h200", kH200}, {"a100-40gb", kA100}, {"a100-80gb", kA100_80}};
 
 constexpr int64_t kMaxClusterFileBytes = int64_t(16) << 20;
 
