@@ -232,6 +232,21 @@ def import_fsdp2(cwd):
                    "$ shardlab summary runs/fsdp2"] + summary)
 
 
+def import_gpu(cwd):
+    """docs/import.md: GPU traces of real NCCL jobs (tests/data/torch_traces/nccl_ddp and
+    nccl_subset, Holistic Trace Analysis' test data) imported, and their summaries: fixed files,
+    so nothing here depends on this machine's timing."""
+    lines = []
+    for name in ("nccl_ddp", "nccl_subset"):
+        traces = os.path.join(ROOT, "tests", "data", "torch_traces", name)
+        shutil.rmtree(os.path.join(cwd, "runs", name), ignore_errors=True)
+        out = run(f"build/bin/shardlab import {traces} --out runs/{name}", cwd).rstrip("\n")
+        summary = run(f"build/bin/shardlab summary runs/{name}", cwd).rstrip("\n").split("\n")
+        lines += [f"$ shardlab import tests/data/torch_traces/{name} --out runs/{name}", out,
+                  f"$ shardlab summary runs/{name}"] + summary + [""]
+    return fenced(lines[:-1])
+
+
 def offload_small(cwd):
     """fsdp.md: full_shard at small on 4 ranks under a 36 MiB limit, without offload (out of
     memory) and with --offload params (trains), with the planner's peaks beside."""
@@ -610,6 +625,7 @@ FIGURES = [Figure(*row) for row in [
     ("attention-plan", ["docs/model.md"], attention_plan),
     ("llama-presets", ["docs/model.md"], llama_presets),
     ("import-fsdp2", ["docs/import.md"], import_fsdp2),
+    ("import-gpu", ["docs/import.md"], import_gpu),
     ("wrap-sweep", ["docs/fsdp.md"], wrap_sweep),
     ("simulate-7b", ["docs/simulate.md"], simulate_7b),
     ("simulate-table", ["docs/simulate.md"], simulate_table),

@@ -6,6 +6,7 @@
 
 #include <zlib.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -127,9 +128,88 @@ TEST(ImportTorchTrace, DdpTraceIsOneBucketAllReduce) {
   EXPECT_TRUE(path_exists(out + "/summary.json"));
 }
 
-TEST(ImportTorchTrace, ASubsetOfTheRanksIsRefusedNamingThem) {
-  // The summary and the viewer read every rank of a run's world: one of two is refused.
-  expect_refused({kData + "fsdp2/rank1.json.gz"}, fresh("subset"), "ranks 1 of a 2-rank job");
+// The run's totals of a comm op by its name ("all_to_all", "all_reduce(?)").
+CommStat op_named(const RunSummary& s, const std::string& name) {
+  for (const CommStat& st : s.comm)
+    if (st.op == name) return st;
+  return {};
+}
+
+TEST(ImportTorchTrace, ASubsetOfTheRanksIsNamedAsSuch) {
+  const std::string out = fresh("subset");
+  EXPECT_EQ(import_torch_traces({kData + "fsdp2/rank1.json.gz"}, out), (std::vector<int>{1}));
+  const RunData run = read_run(out);
+  ASSERT_EQ(run.ranks.size(), 1u);  // row 0 holds the job's rank 1
+  EXPECT_EQ(run.meta.at("world_size"), 1);
+  EXPECT_EQ(run.meta.at("imported").at("job_world_size"), 2);
+  EXPECT_EQ(run.meta.at("imported").at("subset"), true);
+  EXPECT_EQ(run.meta.at("imported").at("sources")[0].at("rank"), 1);
+  // Sizes stay those of the job's 2 ranks: rank 1's own half of the FSDP2 run's all-gathers.
+  EXPECT_EQ(op(compute_summary(run), CommOp::all_gather).bytes, 4 * (kRoot + 4 * kBlock) * 2);
+  std::ostringstream os;
+  print_summary_table(compute_summary(run), run.meta, os);
+  EXPECT_NE(os.str().find("imported from torch.profiler: rank 1 of a 2-rank job, as row 0"),
+            std::string::npos)
+      << os.str();
+}
+
+// A recent PyTorch's DDP on an A100 (tests/data/torch_traces/README.md): its NCCL kernels carry
+// the collective's name, sizes and group. The expected figures were counted from the trace apart
+// (kernels launched within the 3 ProfilerSteps: 2,700, of which 21 NCCL's).
+TEST(ImportTorchTrace, GpuTraceGivesKernelsAsComputeAndNcclAsComm) {
+  const std::string out = fresh("nccl_ddp");
+  import_torch_traces({kData + "nccl_ddp"}, out);
+  const RunData run = read_run(out);
+  EXPECT_EQ(run.meta.at("device"), "cuda");
+  EXPECT_EQ(run.meta.at("imported").at("gpu"), "NVIDIA A100-PG509-200");
+  EXPECT_EQ(run.meta.at("imported").at("comm_without_issuing_call"), 0);
+  const RunSummary s = compute_summary(run);
+  EXPECT_EQ(s.step_time.steps, 3);
+  EXPECT_EQ(op(s, CommOp::all_reduce).calls, 15);
+  EXPECT_EQ(op(s, CommOp::all_reduce).bytes, int64_t(4) * 76671096);  // "In msg nelems", Float
+  EXPECT_EQ(op(s, CommOp::broadcast).calls, 6);
+  // DDP's buffers a step: 53,120 floats and 53 longs (8 bytes, counted as f32 elements of the
+  // same bytes).
+  EXPECT_EQ(op(s, CommOp::broadcast).bytes, 3 * (4 * 53120 + 8 * 53));
+  // Compute: the union of the 2,679 other kernels' intervals, 115,655.843 us.
+  ASSERT_EQ(s.ranks.size(), 1u);
+  EXPECT_NEAR(static_cast<double>(s.ranks[0].compute_ns), 115655843.0, 3000.0);
+  int backward = 0;
+  for (const SpanEvent& e : run.ranks[0].spans) {
+    EXPECT_LE(e.t_issue, e.t_start);
+    backward += e.lane == Lane::compute && e.op == "backward";
+  }
+  EXPECT_GT(backward, 0);  // launched from autograd's thread
+}
+
+// Two ranks of a 128-rank job of an older PyTorch: NCCL kernels named ncclKernel_SendRecv whatever
+// they run, with no arguments: the collective comes from the c10d call that launched each.
+TEST(ImportTorchTrace, GpuSubsetTakesCollectivesFromTheLaunchingCall) {
+  const std::string out = fresh("nccl_subset");
+  EXPECT_EQ(import_torch_traces({kData + "nccl_subset"}, out), (std::vector<int>{0, 1}));
+  const RunData run = read_run(out);
+  EXPECT_EQ(run.meta.at("imported").at("job_world_size"), 128);
+  EXPECT_EQ(run.meta.at("imported").at("comm_without_issuing_call"), 0);
+  // 4 all-reduces a rank whose TensorList the profiler kept no shape of: named, not guessed.
+  EXPECT_EQ(run.meta.at("imported").at("comm_size_unknown"), 8);
+  const RunSummary s = compute_summary(run);
+  EXPECT_EQ(op_named(s, "all_reduce(?)").calls, 8);
+  EXPECT_EQ(op_named(s, "all_reduce(?)").bytes, 0);
+  EXPECT_EQ(op_named(s, "all_to_all").calls, 8);
+  // Rank 0's inputs: 384 longs, 2 x 419,430,400 bytes, 2,846,720 ints; rank 1's: 339,738,624 and
+  // 394,073,856 bytes, 2,846,720 ints, 384 longs.
+  EXPECT_EQ(op_named(s, "all_to_all").bytes, int64_t(384 * 8 + 2 * 419430400 + 2846720 * 4) +
+                                                 (339738624 + 394073856 + 2846720 * 4 + 384 * 8));
+  // _allgather_base_ of a 16 MiB shard of signed chars to 1 GiB: a group of 64 of the 128 ranks
+  // (the trace names no group; the buffers' ratio gives it).
+  EXPECT_EQ(op(s, CommOp::all_gather).calls, 4);
+  EXPECT_EQ(op(s, CommOp::all_gather).bytes, int64_t(4) * 1073741824);
+  ASSERT_EQ(s.ranks.size(), 2u);
+  EXPECT_NEAR(static_cast<double>(s.ranks[0].compute_ns), 210320000.0, 3000.0);
+  EXPECT_NEAR(static_cast<double>(s.ranks[1].compute_ns), 271973000.0, 3000.0);
+  std::ostringstream os;
+  print_summary_table(s, run.meta, os);
+  EXPECT_NE(os.str().find("ranks 0, 1 of a 128-rank job"), std::string::npos) << os.str();
 }
 
 TEST(ImportTorchTrace, BadTracesAreRefusedNamingTheFile) {
@@ -149,7 +229,9 @@ TEST(ImportTorchTrace, BadTracesAreRefusedNamingTheFile) {
   single.replace(single.find("\"distributedInfo\""), 17, "\"distributedInfX\"");
   write_file_atomic(dir + "/single.json", single);
   expect_refused({dir + "/single.json"}, dir + "/o4", "single.json: no distributedInfo");
-  // The same rank twice; ranks of two jobs.
+  // A CPU and a GPU trace; the same rank twice; ranks of two jobs.
+  expect_refused({kData + "ddp/rank1.json.gz", kData + "nccl_ddp/rank0.json.gz"}, dir + "/o8",
+                 "is a CPU trace, but");
   expect_refused({kData + "fsdp2/rank0.json.gz", kData + "ddp/rank0.json.gz"}, dir + "/o5",
                  "are both rank 0");
   std::string other = good;

@@ -20,11 +20,12 @@ CliCommand add_import_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
       "import",
-      "turn torch.profiler traces of a PyTorch job (one per rank; DDP, FSDP1, FSDP2 on gloo) "
+      "turn torch.profiler traces of a PyTorch job (one per rank; DDP, FSDP1, FSDP2 on gloo or "
+      "NCCL, CPU or GPU) "
       "into a run directory that `shardlab summary` and `shardlab-viewer` read");
   cmd->add_option("traces", o->traces,
                   "the ranks' Chrome traces (export_chrome_trace: .json or .json.gz), or "
-                  "directories of them; a subset of the ranks is fine")
+                  "directories of them; a subset of the job's ranks is imported as such")
       ->required();
   cmd->add_option("--out", o->out, "the run directory to write (new, or an empty directory)")
       ->required();

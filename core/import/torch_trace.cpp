@@ -62,16 +62,23 @@ struct Raw {
   std::string name, cat;
   int64_t tid = 0;
   double ts = 0, dur = 0;  // us
-  int64_t numel = -1;      // the first input's elements (gloo and c10d spans)
+  // Collectives (gloo and c10d spans, NCCL kernels): the elements of the buffer the size
+  // convention of traffic.hpp counts (-1: not known), and their type.
+  int64_t numel = -1;
   DType dtype = DType::f32;
+  int64_t correlation = -1;  // GPU kernels and the runtime calls that launched them
+  std::string collective;    // NCCL kernels: "Collective name" (recent PyTorch), else empty
+  int group = 0;  // NCCL kernels' "Group size", or a c10d gather's buffers' ratio; 0: not known
 };
 
-int64_t numel_of(const json& dims) {  // [n, m] -> n m; [[n], [m]] (a TensorList) -> n + m
+// The elements of one input of a profiler "Input Dims" entry: [n, m] -> n m, a TensorList
+// [[n], [m]] -> n + m; -1 where the profiler kept no shape (a TensorList recorded as []).
+int64_t numel_of(const json& dims, const std::string& type) {
   if (!dims.is_array()) return -1;
-  if (dims.empty()) return 1;
+  if (dims.empty()) return type == "TensorList" ? -1 : 1;
   if (dims[0].is_array()) {
     int64_t s = 0;
-    for (const json& d : dims) s += std::max<int64_t>(0, numel_of(d));
+    for (const json& d : dims) s += std::max<int64_t>(0, numel_of(d, ""));
     return s;
   }
   int64_t p = 1;
@@ -79,25 +86,106 @@ int64_t numel_of(const json& dims) {  // [n, m] -> n m; [[n], [m]] (a TensorList
   return p;
 }
 
-DType dtype_of(const std::string& t) {
-  if (t == "c10::BFloat16") return DType::bf16;
-  if (t == "c10::Half") return DType::f16;
-  return DType::f32;
+// An element type as the profiler ("float", "c10::BFloat16", "unsigned char") or an NCCL
+// kernel's "dtype" ("Float", "BFloat16", "Byte") names it: the DType it is counted as and its
+// bytes. DType has floats only: other types are counted as the f32 elements of the same bytes, so
+// bytes and traffic stay exact.
+struct ElemType {
+  DType dtype = DType::f32;
+  int64_t bytes = 4;
+};
+ElemType elem_type(const std::string& t) {
+  if (t == "c10::BFloat16" || t == "BFloat16") return {DType::bf16, 2};
+  if (t == "c10::Half" || t == "Half") return {DType::f16, 2};
+  for (const char* two : {"short", "Short"})
+    if (t == two) return {DType::f32, 2};
+  for (const char* eight : {"long", "long int", "double", "c10::complex<float>", "Long", "Double"})
+    if (t == eight) return {DType::f32, 8};
+  for (const char* one :
+       {"bool", "unsigned char", "signed char", "char", "Bool", "Byte", "Char", "Float8_e4m3fn"})
+    if (t == one) return {DType::f32, 1};
+  return {};
+}
+int64_t as_elements(int64_t numel, ElemType e) {
+  if (numel < 0 || e.dtype != DType::f32 || e.bytes == 4) return numel;
+  return (numel * e.bytes + 3) / 4;
 }
 
-// Bytes of one element of a profiler "Input type" (float, int, long, c10::Half, ...); 4 when the
-// type is not one of these.
-int64_t element_bytes(const std::string& t) {
-  if (t == "c10::BFloat16" || t == "c10::Half" || t == "short") return 2;
-  if (t == "long" || t == "double" || t == "long int" || t == "c10::complex<float>") return 8;
-  if (t == "bool" || t == "unsigned char" || t == "signed char" || t == "char") return 1;
-  return 4;
+// The collective a gloo span, c10d call, NCCL kernel or "Collective name" stands for:
+// "all_gather", "reduce_scatter", "all_reduce", "broadcast", "barrier", "all_to_all", "send",
+// "recv"; "" for waits and the rest.
+std::string collective_of(const std::string& name) {
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (has("wait") || has("Wait")) return "";
+  if (has("allgather") || has("all_gather") || has("AllGather")) return "all_gather";
+  if (has("reduce_scatter") || has("ReduceScatter")) return "reduce_scatter";
+  if (has("allreduce") || has("all_reduce") || has("AllReduce")) return "all_reduce";
+  if (has("alltoall") || has("all_to_all") || has("AllToAll")) return "all_to_all";
+  if (has("broadcast") || has("Broadcast")) return "broadcast";
+  if (has("barrier")) return "barrier";
+  if (has("send") || has("Send")) return "send";
+  if (has("recv") || has("Recv")) return "recv";
+  return "";
+}
+// The CommOp of a collective_of name, or -1 (all_to_all, send, recv: not engine collectives).
+int comm_op_of(const std::string& op) {
+  for (CommOp c : {CommOp::all_gather, CommOp::reduce_scatter, CommOp::all_reduce,
+                   CommOp::broadcast, CommOp::barrier})
+    if (op == comm_op_name(c)) return static_cast<int>(c);
+  return -1;
+}
+
+bool is_nccl_kernel(const Raw& e) {
+  return e.cat == "kernel" && (starts_with(e.name, "ncclKernel") || starts_with(e.name, "ncclDev"));
 }
 
 struct Parsed {
   std::vector<Raw> events;
   json root;  // the trace without its events
 };
+
+// What a collective event carries: its buffer's elements (the per-rank count Communicator calls
+// take: an all-gather's shard, a reduce-scatter's output, an all-to-all's input), type and group.
+void read_collective_args(const json& e, Raw& r) {
+  const json args = e.value("args", json::object());
+  if (is_nccl_kernel(r) && args.contains("Collective name") &&
+      args["Collective name"].is_string()) {
+    r.collective = args["Collective name"].get<std::string>();
+    const std::string op = collective_of(r.collective);
+    const char* key = op == "reduce_scatter" ? "Out msg nelems" : "In msg nelems";
+    const ElemType t = elem_type(args.value("dtype", std::string("Float")));
+    r.dtype = t.dtype;
+    if (args.contains(key) && args[key].is_number_integer())
+      r.numel = as_elements(args[key].get<int64_t>(), t);
+    if (args.contains("Group size") && args["Group size"].is_number_integer())
+      r.group = args["Group size"].get<int>();
+    return;
+  }
+  if (!starts_with(r.name, "gloo:") && !starts_with(r.name, "c10d::")) return;
+  const json& dims = args.value("Input Dims", json());
+  const json& types = args.value("Input type", json());
+  // c10d's all-gather and all-to-all take (output, input): the input is the second; gloo's spans
+  // and the other calls name their buffer first.
+  const std::string op = collective_of(r.name);
+  const size_t k = starts_with(r.name, "c10d::") && (op == "all_gather" || op == "all_to_all");
+  if (!dims.is_array() || dims.size() <= k) return;
+  const std::string type = types.is_array() && types.size() > k && types[k].is_string()
+                               ? types[k].get<std::string>()
+                               : "";
+  const ElemType t = elem_type(type);
+  r.dtype = t.dtype;
+  const int64_t numel = numel_of(dims[k], type);
+  r.numel = as_elements(numel, t);
+  // An all-gather's output (a reduce-scatter's input) is the group's size times the shard: the
+  // group, which older traces do not record.
+  if (starts_with(r.name, "c10d::") && (op == "all_gather" || op == "reduce_scatter") &&
+      dims.size() >= 2) {
+    const int64_t full = numel_of(dims[op == "all_gather" ? 0 : 1], "");
+    const int64_t shard = op == "all_gather" ? numel : numel_of(dims[0], "");
+    if (shard > 0 && full >= shard && full % shard == 0 && full / shard <= kMaxTraceRanks)
+      r.group = static_cast<int>(full / shard);
+  }
+}
 
 Parsed parse_trace(const std::string& path) {
   const std::string text = read_trace_text(path);
@@ -118,21 +206,13 @@ Parsed parse_trace(const std::string& path) {
     r.tid = e["tid"].get<int64_t>();
     r.ts = e.value("ts", 0.0);
     r.dur = e.value("dur", 0.0);
-    if (starts_with(r.name, "gloo:") || starts_with(r.name, "c10d::")) {
-      const json args = e.value("args", json::object());
-      if (args.contains("Input Dims") && args["Input Dims"].is_array() &&
-          !args["Input Dims"].empty())
-        r.numel = numel_of(args["Input Dims"][0]);  // gloo's: the buffer it ran on
-      if (args.contains("Input type") && args["Input type"].is_array() &&
-          !args["Input type"].empty() && args["Input type"][0].is_string()) {
-        const std::string type = args["Input type"][0].get<std::string>();
-        r.dtype = dtype_of(type);
-        // Integer and 8-byte types: counted as the f32 elements of the same bytes (DType has
-        // floats only), so the bytes and the traffic stay exact.
-        const int64_t size = element_bytes(type);
-        if (r.numel > 0 && r.dtype == DType::f32 && size != 4) r.numel = (r.numel * size + 3) / 4;
-      }
+    if (r.cat == "kernel" || r.cat == "cuda_runtime" || r.cat == "cuda_driver") {
+      const json& args = e.value("args", json());
+      if (args.is_object() && args.contains("correlation") &&
+          args["correlation"].is_number_integer())
+        r.correlation = args["correlation"].get<int64_t>();
     }
+    read_collective_args(e, r);
     p.events.push_back(std::move(r));
     return false;
   };
@@ -146,26 +226,6 @@ Parsed parse_trace(const std::string& path) {
   return p;
 }
 
-// The collective a gloo span ran, or -1.
-int gloo_op(const std::string& name) {
-  const std::string op = name.substr(5);
-  for (CommOp c : {CommOp::all_gather, CommOp::reduce_scatter, CommOp::all_reduce,
-                   CommOp::broadcast, CommOp::barrier})
-    if (op == comm_op_name(c)) return static_cast<int>(c);
-  return -1;
-}
-// The collective a c10d call asks for, or -1 (waits and the rest).
-int c10d_op(const std::string& name) {
-  if (name.find("wait") != std::string::npos) return -1;
-  if (name.find("allgather") != std::string::npos) return static_cast<int>(CommOp::all_gather);
-  if (name.find("reduce_scatter") != std::string::npos)
-    return static_cast<int>(CommOp::reduce_scatter);
-  if (name.find("allreduce") != std::string::npos) return static_cast<int>(CommOp::all_reduce);
-  if (name.find("broadcast") != std::string::npos) return static_cast<int>(CommOp::broadcast);
-  if (name.find("barrier") != std::string::npos) return static_cast<int>(CommOp::barrier);
-  return -1;
-}
-
 // "FSDP::pre_forward (blocks.0)" -> {"pre_forward", "blocks.0"}; the root's labels have no
 // parentheses (or empty ones).
 std::pair<std::string, std::string> fsdp_label(const std::string& name) {
@@ -176,6 +236,299 @@ std::pair<std::string, std::string> fsdp_label(const std::string& name) {
     what = what.substr(0, open);
   }
   return {what, unit};
+}
+
+// A collective's two byte measures (traffic.hpp), for all_to_all, send and recv too. A call whose
+// size the trace does not hold is named "<op>(?)", with no bytes: never a guessed size.
+void set_comm_bytes(SpanEvent& s, const std::string& op, int64_t count, DType dtype, int n,
+                    int64_t& unknown) {
+  s.op = op;
+  s.dtype = dtype;
+  if (count < 0) {
+    s.op = op + "(?)";
+    s.bytes = 0;
+    s.sent = -1;
+    ++unknown;
+    return;
+  }
+  const int c = comm_op_of(op);
+  if (c >= 0) {
+    s.bytes = collective_bytes(static_cast<CommOp>(c), count, dtype, n);
+    s.sent = sent_bytes(static_cast<CommOp>(c), count, dtype, n);
+    return;
+  }
+  const int64_t b = count * static_cast<int64_t>(dtype_size(dtype));
+  s.bytes = b;
+  s.sent = op == "all_to_all" ? b / n * (n - 1) : op == "send" ? b : 0;
+}
+
+// One rank's trace as the mapping reads it: its steps, main thread and FSDP2 labels.
+class RankTimeline {
+ public:
+  RankTimeline(const Parsed& p, TorchRank& r) : p_(p), r_(r) {
+    const json& base_j = p.root.value("baseTimeNanoseconds", json(0));
+    base_ = base_j.is_number_integer() ? base_j.get<int64_t>() : 0;
+  }
+
+  // Exact to the ns for the microsecond times of a trace without baseTimeNanoseconds (epoch
+  // microseconds, past where a double holds nanoseconds).
+  int64_t ns(double us) const {
+    const double whole = std::floor(us);
+    return base_ + static_cast<int64_t>(whole) * 1000 + std::llround((us - whole) * 1000.0);
+  }
+
+  void read_steps() {
+    std::vector<const Raw*> steps;
+    for (const Raw& e : p_.events)
+      if (starts_with(e.name, "ProfilerStep#")) steps.push_back(&e);
+    if (steps.empty())
+      SL_THROW(IoError, r_.path, ": no ProfilerStep#N spans (profile with a schedule)");
+    std::sort(steps.begin(), steps.end(), [](const Raw* a, const Raw* b) { return a->ts < b->ts; });
+    main_ = steps.front()->tid;
+    first_ = steps.front()->ts;
+    last_ = steps.back()->ts + steps.back()->dur;
+    r_.start_ns = ns(first_);
+    steps_ = steps;
+    for (const Raw* s : steps)
+      r_.steps.push_back(
+          {ns(s->ts + s->dur), std::atoi(s->name.c_str() + 13), std::nan(""), 0, s->dur * 1e-6});
+  }
+
+  // Units and their states from FSDP2's labels (any thread: the backward's run on autograd's
+  // device threads on GPUs), and the optimizer's spans.
+  void read_labels() {
+    std::vector<const Raw*> labels;
+    for (const Raw& e : p_.events)
+      if (e.cat == "user_annotation" && e.ts >= first_ && e.ts <= last_) labels.push_back(&e);
+    std::sort(labels.begin(), labels.end(), by_start);
+    std::map<std::string, int> unit_ids = {{"", 0}};
+    r_.units = {""};
+    for (const Raw* l : labels) {
+      if (starts_with(l->name, "Optimizer.")) optimizer_.emplace_back(l->ts, l->ts + l->dur);
+      if (!starts_with(l->name, "FSDP::")) continue;
+      const auto [what, name] = fsdp_label(l->name);
+      auto it = unit_ids.find(name);
+      if (it == unit_ids.end()) {
+        it = unit_ids.emplace(name, static_cast<int>(r_.units.size())).first;
+        r_.units.push_back(name);
+      }
+      const int u = it->second;
+      if (what == "pre_forward" || what == "pre_backward") marks_.push_back({l->ts, u});
+      if (what == "post_forward") marks_.push_back({l->ts + l->dur, 0});
+      if (what == "all_gather" || what == "post_backward_reduce") scoped_.emplace_back(l, u);
+      // Unit states, as FSDP2 labels them: gathering from its all-gather, unsharded once copied
+      // out, resharded after forward (the root stays gathered) and after backward.
+      if (what == "all_gather") r_.unit_events.push_back({ns(l->ts), u, UnitState::gathering});
+      if (what == "all_gather_copy_out")
+        r_.unit_events.push_back({ns(l->ts + l->dur), u, UnitState::unsharded});
+      if ((what == "post_forward" && u != 0) || what == "post_backward_reshard")
+        r_.unit_events.push_back({ns(l->ts + l->dur), u, UnitState::resharded});
+    }
+    fsdp_ = r_.units.size() > 1 || !marks_.empty();
+  }
+
+  void map_cpu();
+  void map_gpu();
+
+ private:
+  static bool by_start(const Raw* a, const Raw* b) {
+    return a->ts != b->ts ? a->ts < b->ts : a->dur > b->dur;
+  }
+  bool in_steps(double ts) const { return ts >= first_ && ts <= last_; }
+  // The FSDP2 unit a time of the program belongs to (-1 without FSDP2).
+  int unit_at(double ts) const {
+    if (!fsdp_) return -1;
+    int u = 0;
+    for (const Mark& m : marks_) {
+      if (m.ts > ts) break;
+      u = m.unit;
+    }
+    return u;
+  }
+  bool in_optimizer(double ts) const {
+    for (const auto& [a, b] : optimizer_)
+      if (ts >= a && ts < b) return true;
+    return false;
+  }
+  // The unit whose FSDP2 all-gather or reduce label holds a collective issued at `ts`.
+  int comm_unit_at(double ts) const {
+    int unit = -1;
+    for (const auto& [l, u] : scoped_)
+      if (ts >= l->ts && ts <= l->ts + l->dur) unit = u;
+    return unit;
+  }
+  // Appends a compute span, merged into the last one when it continues it (same phase and unit,
+  // within `gap_us`).
+  void add_compute(const char* phase, int unit, double ts, double end, double gap_us) {
+    SpanEvent s{Lane::compute, phase, unit, 0, DType::f32, ns(ts), ns(ts), ns(end), -1};
+    if (!compute_.empty()) {
+      SpanEvent& prev = compute_.back();
+      if (prev.op == s.op && prev.unit == s.unit &&
+          static_cast<double>(s.t_start - prev.t_end) <= gap_us * 1000.0) {
+        prev.t_end = std::max(prev.t_end, s.t_end);
+        return;
+      }
+    }
+    compute_.push_back(s);
+  }
+  void finish() {
+    r_.spans.insert(r_.spans.end(), compute_.begin(), compute_.end());
+    std::stable_sort(r_.spans.begin(), r_.spans.end(),
+                     [](const SpanEvent& a, const SpanEvent& b) { return a.t_end < b.t_end; });
+  }
+
+  struct Mark {
+    double ts;
+    int unit;
+  };
+  const Parsed& p_;
+  TorchRank& r_;
+  int64_t base_ = 0, main_ = 0;
+  double first_ = 0, last_ = 0;
+  std::vector<const Raw*> steps_;
+  bool fsdp_ = false;
+  std::vector<Mark> marks_;                         // where the current unit changes
+  std::vector<std::pair<const Raw*, int>> scoped_;  // all_gather / post_backward_reduce (unit)
+  std::vector<std::pair<double, double>> optimizer_;
+  std::vector<SpanEvent> compute_;
+};
+
+// CPU (gloo): compute is the main thread's outermost operators; communication is each gloo span
+// with the c10d call that issued it, in order per collective (gloo's all-reduces serve both
+// all_reduce and reduce_scatter calls).
+void RankTimeline::map_cpu() {
+  std::vector<const Raw*> ops, calls, gloo;
+  for (const Raw& e : p_.events) {
+    if (!in_steps(e.ts)) continue;
+    if (starts_with(e.name, "gloo:")) gloo.push_back(&e);
+    if (e.tid != main_) continue;
+    if (starts_with(e.name, "c10d::")) {
+      if (comm_op_of(collective_of(e.name)) >= 0) calls.push_back(&e);
+    } else if (e.cat == "cpu_op") {
+      ops.push_back(&e);
+    }
+  }
+  for (auto* v : {&ops, &calls, &gloo}) std::sort(v->begin(), v->end(), by_start);
+
+  double outer_end = -1;
+  for (const Raw* o : ops) {
+    if (o->ts < outer_end) continue;  // inside the previous outermost one
+    outer_end = o->ts + o->dur;
+    const char* phase = in_optimizer(o->ts)                  ? "optimizer"
+                        : starts_with(o->name, "autograd::") ? "backward"
+                                                             : "forward";
+    add_compute(phase, unit_at(o->ts), o->ts, o->ts + o->dur, kMergeGapUs);
+  }
+
+  std::map<std::string, std::deque<const Raw*>> issued;
+  for (const Raw* c : calls) {
+    std::string op = collective_of(c->name);
+    issued[op == "reduce_scatter" ? "all_reduce" : op].push_back(c);
+  }
+  for (const Raw* g : gloo) {
+    const std::string op = collective_of(g->name.substr(5));
+    if (comm_op_of(op) < 0 || g->numel < 0) continue;
+    const Raw* call = nullptr;
+    auto& q = issued[op];
+    if (!q.empty() && q.front()->ts <= g->ts) {
+      call = q.front();
+      q.pop_front();
+    }
+    if (!call) ++r_.unmatched_comm;
+    if (call && collective_of(call->name) == "reduce_scatter") ++r_.reduce_scatters_as_all_reduce;
+    SpanEvent s{Lane::comm,
+                "",
+                call ? comm_unit_at(call->ts) : -1,
+                0,
+                g->dtype,
+                ns(call ? call->ts : g->ts),
+                ns(g->ts),
+                ns(g->ts + g->dur),
+                -1};
+    set_comm_bytes(s, op, g->numel, g->dtype, r_.world, r_.comm_size_unknown);
+    r_.spans.push_back(s);
+  }
+  finish();
+}
+
+// GPU (NCCL): communication is the NCCL kernels, compute every other kernel (memcpy and memset
+// are neither, as HTA counts them). A kernel is joined to the CPU call that launched it by its
+// correlation id: that call's time gives its phase and FSDP2 unit, and the c10d call around it
+// the collective where the kernel's own arguments do not name it (older PyTorch; kernel names
+// are not reliable: one real trace runs every collective as ncclKernel_SendRecv).
+void RankTimeline::map_gpu() {
+  std::map<int64_t, const Raw*> launch;             // correlation -> runtime call
+  std::map<int64_t, std::vector<const Raw*>> c10d;  // by thread, by start
+  std::vector<const Raw*> kernels;
+  for (const Raw& e : p_.events) {
+    if ((e.cat == "cuda_runtime" || e.cat == "cuda_driver") && e.correlation >= 0)
+      launch[e.correlation] = &e;
+    else if (starts_with(e.name, "c10d::") && !collective_of(e.name).empty())
+      c10d[e.tid].push_back(&e);
+    else if (e.cat == "kernel")
+      kernels.push_back(&e);
+  }
+  for (auto& [tid, v] : c10d) std::sort(v.begin(), v.end(), by_start);
+  std::sort(kernels.begin(), kernels.end(), by_start);
+  // A kernel belongs to the steps when its launch does (a kernel runs after its launch: the last
+  // step's may end after the step's CPU span); one with no launch in the trace, by its own time.
+  std::vector<double> step_gpu_end(steps_.size(), 0);
+  for (const Raw* k : kernels) {
+    const auto it = launch.find(k->correlation);
+    const Raw* l = it != launch.end() ? it->second : nullptr;
+    const double at = l ? l->ts : k->ts;
+    if (!in_steps(at)) continue;
+    for (size_t i = 0; i < steps_.size(); ++i)
+      if (at >= steps_[i]->ts && at <= steps_[i]->ts + steps_[i]->dur)
+        step_gpu_end[i] = std::max(step_gpu_end[i], k->ts + k->dur);
+    if (!is_nccl_kernel(*k)) {
+      const char* phase = in_optimizer(at)       ? "optimizer"
+                          : l && l->tid != main_ ? "backward"
+                                                 : "forward";
+      add_compute(phase, unit_at(at), k->ts, k->ts + k->dur, 0.0);
+      continue;
+    }
+    // The innermost c10d call around the launch, on the launching thread.
+    const Raw* call = nullptr;
+    if (l)
+      for (const Raw* c : c10d[l->tid]) {
+        if (c->ts > l->ts) break;
+        if (l->ts <= c->ts + c->dur) call = c;
+      }
+    std::string op = collective_of(k->collective);
+    int64_t count = k->numel;
+    DType dtype = k->dtype;
+    int group = k->group;
+    if (op.empty() && call) {
+      op = collective_of(call->name);
+      count = call->numel;
+      dtype = call->dtype;
+      group = call->group;
+    }
+    if (op.empty()) op = collective_of(k->name.substr(4));  // ncclKernel_AllReduce_...: the name
+    if (op.empty()) op = "nccl";
+    if (!call && k->collective.empty()) ++r_.unmatched_comm;
+    const double issue = call ? call->ts : at;
+    SpanEvent s{Lane::comm,
+                "",
+                comm_unit_at(issue),
+                0,
+                dtype,
+                ns(std::min(issue, k->ts)),
+                ns(k->ts),
+                ns(k->ts + k->dur),
+                -1};
+    set_comm_bytes(s, op, count, dtype, group > 0 ? group : r_.world, r_.comm_size_unknown);
+    r_.spans.push_back(s);
+  }
+  // On a GPU a step ends when its last kernel does.
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const double end = std::max(steps_[i]->ts + steps_[i]->dur, step_gpu_end[i]);
+    r_.steps[i].t = ns(end);
+    r_.steps[i].step_time = (end - steps_[i]->ts) * 1e-6;
+  }
+  r_.gpu = true;
+  finish();
 }
 
 }  // namespace
@@ -192,151 +545,23 @@ TorchRank read_torch_trace(const std::string& path) {
              "torch.distributed job, profiled after init_process_group)");
   r.rank = info["rank"].get<int>();
   r.world = info["world_size"].get<int>();
-  if (r.world < 1 || r.world > kMaxRunRanks || r.rank < 0 || r.rank >= r.world)
+  if (r.world < 1 || r.world > kMaxTraceRanks || r.rank < 0 || r.rank >= r.world)
     SL_THROW(IoError, path, ": distributedInfo rank ", r.rank, " of world_size ", r.world,
-             " (at most ", kMaxRunRanks, " ranks)");
+             " (at most ", kMaxTraceRanks, " ranks)");
   r.backend = info.value("backend", "");
-  const json& base_j = p.root.value("baseTimeNanoseconds", json(0));
-  const int64_t base = base_j.is_number_integer() ? base_j.get<int64_t>() : 0;
-  auto ns = [base](double us) { return base + std::llround(us * 1000.0); };
+  const json& props = p.root.value("deviceProperties", json());
+  if (props.is_array() && !props.empty() && props[0].is_object())
+    r.device_name = props[0].value("name", "");
 
-  // The main thread: the one whose ProfilerStep spans mark the steps.
-  std::vector<const Raw*> steps;
-  for (const Raw& e : p.events)
-    if (starts_with(e.name, "ProfilerStep#")) steps.push_back(&e);
-  if (steps.empty()) SL_THROW(IoError, path, ": no ProfilerStep#N spans (profile with a schedule)");
-  std::sort(steps.begin(), steps.end(), [](const Raw* a, const Raw* b) { return a->ts < b->ts; });
-  const int64_t main = steps.front()->tid;
-  const double first = steps.front()->ts, last = steps.back()->ts + steps.back()->dur;
-  r.start_ns = ns(first);
-  for (const Raw* s : steps)
-    r.steps.push_back(
-        {ns(s->ts + s->dur), std::atoi(s->name.c_str() + 13), std::nan(""), 0, s->dur * 1e-6});
-
-  std::vector<const Raw*> ops, labels, calls, gloo;
-  for (const Raw& e : p.events) {
-    if (e.ts < first || e.ts > last) continue;
-    if (starts_with(e.name, "gloo:")) gloo.push_back(&e);
-    if (e.tid != main) continue;
-    if (starts_with(e.name, "c10d::")) {
-      if (c10d_op(e.name) >= 0) calls.push_back(&e);
-    } else if (e.cat == "cpu_op") {
-      ops.push_back(&e);
-    } else if (e.cat == "user_annotation") {
-      labels.push_back(&e);
-    }
-  }
-  auto by_start = [](const Raw* a, const Raw* b) {
-    return a->ts != b->ts ? a->ts < b->ts : a->dur > b->dur;
-  };
-  for (auto* v : {&ops, &labels, &calls, &gloo}) std::sort(v->begin(), v->end(), by_start);
-
-  // Units from FSDP2's labels; the unit a main-thread time belongs to.
-  std::map<std::string, int> unit_ids = {{"", 0}};
-  r.units = {""};
-  struct Mark {
-    double ts;
-    int unit;
-  };
-  std::vector<Mark> marks;                         // where the current unit changes
-  std::vector<std::pair<const Raw*, int>> scoped;  // all_gather / post_backward_reduce (unit)
-  std::vector<std::pair<double, double>> optimizer;
-  for (const Raw* l : labels) {
-    if (starts_with(l->name, "Optimizer.")) optimizer.emplace_back(l->ts, l->ts + l->dur);
-    if (!starts_with(l->name, "FSDP::")) continue;
-    const auto [what, name] = fsdp_label(l->name);
-    auto it = unit_ids.find(name);
-    if (it == unit_ids.end()) {
-      it = unit_ids.emplace(name, static_cast<int>(r.units.size())).first;
-      r.units.push_back(name);
-    }
-    if (what == "pre_forward" || what == "pre_backward") marks.push_back({l->ts, it->second});
-    if (what == "post_forward") marks.push_back({l->ts + l->dur, 0});
-    if (what == "all_gather" || what == "post_backward_reduce") scoped.emplace_back(l, it->second);
-    // Unit states, as FSDP2 labels them: gathering from its all-gather, unsharded once copied
-    // out, resharded after forward (the root stays gathered) and after backward.
-    const int u = it->second;
-    if (what == "all_gather") r.unit_events.push_back({ns(l->ts), u, UnitState::gathering});
-    if (what == "all_gather_copy_out")
-      r.unit_events.push_back({ns(l->ts + l->dur), u, UnitState::unsharded});
-    if ((what == "post_forward" && u != 0) || what == "post_backward_reshard")
-      r.unit_events.push_back({ns(l->ts + l->dur), u, UnitState::resharded});
-  }
-  const bool fsdp = r.units.size() > 1 || !marks.empty();
-  auto unit_at = [&](double ts) {
-    if (!fsdp) return -1;
-    int u = 0;
-    for (const Mark& m : marks) {
-      if (m.ts > ts) break;
-      u = m.unit;
-    }
-    return u;
-  };
-  auto in_optimizer = [&](double ts) {
-    for (const auto& [a, b] : optimizer)
-      if (ts >= a && ts < b) return true;
-    return false;
-  };
-
-  // Compute: the outermost operators, merged.
-  double outer_end = -1;
-  for (const Raw* o : ops) {
-    if (o->ts < outer_end) continue;  // inside the previous outermost one
-    outer_end = o->ts + o->dur;
-    const char* phase = in_optimizer(o->ts)                  ? "optimizer"
-                        : starts_with(o->name, "autograd::") ? "backward"
-                                                             : "forward";
-    const int unit = unit_at(o->ts);
-    SpanEvent s{Lane::compute,      phase, unit, 0, DType::f32, ns(o->ts), ns(o->ts),
-                ns(o->ts + o->dur), -1};
-    if (!r.spans.empty()) {
-      SpanEvent& prev = r.spans.back();
-      if (prev.op == s.op && prev.unit == s.unit &&
-          static_cast<double>(s.t_start - prev.t_end) <= kMergeGapUs * 1000.0) {
-        prev.t_end = s.t_end;
-        continue;
-      }
-    }
-    r.spans.push_back(s);
-  }
-
-  // Communication: each gloo span with the c10d call that issued it, in order per collective
-  // (gloo's all-reduces serve both all_reduce and reduce_scatter calls).
-  std::map<int, std::deque<const Raw*>> issued;
-  for (const Raw* c : calls) {
-    int op = c10d_op(c->name);
-    if (op == static_cast<int>(CommOp::reduce_scatter)) op = static_cast<int>(CommOp::all_reduce);
-    issued[op].push_back(c);
-  }
-  for (const Raw* g : gloo) {
-    const int op = gloo_op(g->name);
-    if (op < 0 || g->numel < 0) continue;
-    const Raw* call = nullptr;
-    auto& q = issued[op];
-    while (!q.empty() && q.front()->ts <= g->ts) {
-      call = q.front();
-      q.pop_front();
-      break;
-    }
-    if (!call) ++r.unmatched_comm;
-    if (call && c10d_op(call->name) == static_cast<int>(CommOp::reduce_scatter))
-      ++r.reduce_scatters_as_all_reduce;
-    int unit = -1;
-    if (call)
-      for (const auto& [l, u] : scoped)
-        if (call->ts >= l->ts && call->ts <= l->ts + l->dur) unit = u;
-    const CommOp c = static_cast<CommOp>(op);
-    const int64_t count = g->numel;
-    SpanEvent s{Lane::comm, comm_op_name(c),
-                unit,       collective_bytes(c, count, g->dtype, r.world),
-                g->dtype,   ns(call ? call->ts : g->ts),
-                ns(g->ts),  ns(g->ts + g->dur),
-                -1};
-    s.sent = sent_bytes(c, count, g->dtype, r.world);
-    r.spans.push_back(s);
-  }
-  std::stable_sort(r.spans.begin(), r.spans.end(),
-                   [](const SpanEvent& a, const SpanEvent& b) { return a.t_end < b.t_end; });
+  RankTimeline t(p, r);
+  t.read_steps();
+  t.read_labels();
+  const bool gpu =
+      std::any_of(p.events.begin(), p.events.end(), [](const Raw& e) { return e.cat == "kernel"; });
+  if (gpu)
+    t.map_gpu();
+  else
+    t.map_cpu();
   return r;
 }
 
@@ -363,7 +588,7 @@ std::string span_line(int rank, const SpanEvent& s) {
             {"bytes", s.bytes},     {"dtype", dtype_name(s.dtype)},
             {"t_issue", s.t_issue}, {"t_start", s.t_start},
             {"t_end", s.t_end},     {"t_wait", -1}};
-  if (s.lane == Lane::comm) j["sent"] = s.sent;
+  if (s.lane == Lane::comm && s.sent >= 0) j["sent"] = s.sent;  // none: not known
   return j.dump();
 }
 
@@ -398,16 +623,16 @@ std::vector<int> import_torch_traces(const std::vector<std::string>& traces,
     if (i > 0 && ranks[i].rank == ranks[i - 1].rank)
       SL_THROW(InvalidArgument, ranks[i].path, " and ", ranks[i - 1].path, " are both rank ",
                ranks[i].rank);
+    if (ranks[i].gpu != ranks[0].gpu)
+      SL_THROW(InvalidArgument, ranks[i].path, " is a ", ranks[i].gpu ? "GPU" : "CPU",
+               " trace, but ", ranks[0].path, " is a ", ranks[0].gpu ? "GPU" : "CPU",
+               " trace: traces of one job only");
   }
-  // Every rank of the job: the summary and the viewer read a run of world_size ranks.
-  if (static_cast<int>(ranks.size()) != ranks[0].world) {
-    std::string have;
-    for (const TorchRank& r : ranks) have += (have.empty() ? "" : ", ") + std::to_string(r.rank);
-    SL_THROW(InvalidArgument, "import: the traces are ranks ", have, " of a ", ranks[0].world,
-             "-rank job (", ranks[0].path,
-             "): give every rank's trace (a subset is not "
-             "imported yet)");
-  }
+  if (static_cast<int64_t>(ranks.size()) > kMaxRunRanks)
+    SL_THROW(InvalidArgument, "import: ", ranks.size(), " traces; a run directory holds at most ",
+             kMaxRunRanks, " ranks (import a subset)");
+  // A subset of the job: row k holds the job's rank ranks[k].rank.
+  const bool subset = static_cast<int>(ranks.size()) != ranks[0].world;
   int64_t t0 = ranks[0].start_ns;
   for (const TorchRank& r : ranks) t0 = std::min(t0, r.start_ns);
 
@@ -420,9 +645,11 @@ std::vector<int> import_torch_traces(const std::vector<std::string>& traces,
 
   make_dirs(out_dir);
   std::vector<int> written;
-  int64_t rs_as_ar = 0, unmatched = 0;
+  int64_t rs_as_ar = 0, unmatched = 0, unknown = 0;
   json sources = json::array();
-  for (const TorchRank& r : ranks) {
+  for (size_t row = 0; row < ranks.size(); ++row) {
+    const TorchRank& r = ranks[row];
+    const int k = static_cast<int>(row);
     auto remap = [&](int u) {
       if (u < 0) return -1;
       return static_cast<int>(
@@ -432,15 +659,15 @@ std::vector<int> import_torch_traces(const std::vector<std::string>& traces,
     for (SpanEvent s : r.spans) {
       s.t_issue -= t0, s.t_start -= t0, s.t_end -= t0;
       s.unit = remap(s.unit);
-      lines.emplace_back(s.t_end, span_line(r.rank, s));
+      lines.emplace_back(s.t_end, span_line(k, s));
     }
     for (StepEvent s : r.steps) {
       s.t -= t0;
-      lines.emplace_back(s.t, step_line(r.rank, s));
+      lines.emplace_back(s.t, step_line(k, s));
     }
     for (const UnitEvent& u : r.unit_events)
       lines.emplace_back(u.t - t0, json({{"t", u.t - t0},
-                                         {"rank", r.rank},
+                                         {"rank", k},
                                          {"kind", "unit"},
                                          {"unit", remap(u.unit)},
                                          {"state", unit_state_name(u.state)}})
@@ -449,35 +676,45 @@ std::vector<int> import_torch_traces(const std::vector<std::string>& traces,
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     std::string text;
     for (const auto& [t, l] : lines) text += l + "\n";
-    write_file_atomic(join_path(out_dir, "rank" + std::to_string(r.rank) + ".jsonl"), text,
-                      "import");
+    write_file_atomic(join_path(out_dir, "rank" + std::to_string(k) + ".jsonl"), text, "import");
     written.push_back(r.rank);
     rs_as_ar += r.reduce_scatters_as_all_reduce;
     unmatched += r.unmatched_comm;
-    sources.push_back({{"rank", r.rank}, {"trace", r.path}});
+    unknown += r.comm_size_unknown;
+    sources.push_back({{"row", k}, {"rank", r.rank}, {"trace", r.path}});
   }
+  const bool gpu = ranks[0].gpu;
   json unit_list = json::array();
   for (const std::string& u : units)
     unit_list.push_back({{"name", u.empty() ? "root" : u}, {"numel", nullptr}, {"stages", {}}});
-  json meta = {{"version", SHARDLAB_VERSION},
-               {"strategy", fsdp2 ? "FSDP2 (PyTorch)" : "PyTorch (no FSDP2 labels: DDP or FSDP1)"},
-               {"world_size", ranks[0].world},
-               {"backend", ranks[0].backend},
-               {"device", "cpu"},
-               {"units", unit_list},
-               {"config", {{"wrap", fsdp2 ? "fully_shard modules" : "?"}}},
-               {"imported",
-                {{"from", "torch.profiler"},
-                 {"sources", sources},
-                 {"ranks", written},
-                 {"clock",
-                  "host clock per rank (baseTimeNanoseconds + ts), shifted to the earliest "
-                  "rank's first ProfilerStep; across hosts the clocks' offsets are in the waits"},
-                 {"units", fsdp2 ? "inferred from FSDP2's record_function labels" : "none"},
-                 {"compute", "the main thread's outermost operators, merged within 50 us"},
-                 {"reduce_scatter_as_all_reduce", rs_as_ar},
-                 {"comm_without_issuing_call", unmatched},
-                 {"not_imported", "memory ([memory] events), losses, GPU kernels"}}}};
+  json meta = {
+      {"version", SHARDLAB_VERSION},
+      {"strategy", fsdp2 ? "FSDP2 (PyTorch)" : "PyTorch (no FSDP2 labels: DDP or FSDP1)"},
+      {"world_size", static_cast<int>(ranks.size())},
+      {"backend", ranks[0].backend},
+      {"device", gpu ? "cuda" : "cpu"},
+      {"units", unit_list},
+      {"config", {{"wrap", fsdp2 ? "fully_shard modules" : "?"}}},
+      {"imported",
+       {{"from", "torch.profiler"},
+        {"sources", sources},
+        {"ranks", written},
+        {"job_world_size", ranks[0].world},
+        {"subset", subset},
+        {"clock",
+         "host clock per rank (baseTimeNanoseconds + ts), shifted to the earliest rank's first "
+         "ProfilerStep; across hosts the clocks' offsets are in the waits"},
+        {"units", fsdp2 ? "inferred from FSDP2's record_function labels" : "none"},
+        {"compute", gpu ? "the GPU kernels other than NCCL's, memcpy and memset"
+                        : "the main thread's outermost operators, merged within 50 us"},
+        {"comm", gpu ? "the NCCL kernels; op and size from their arguments or the c10d call "
+                       "that launched them"
+                     : "the gloo spans, each with the c10d call that issued it"},
+        {"reduce_scatter_as_all_reduce", rs_as_ar},
+        {"comm_without_issuing_call", unmatched},
+        {"comm_size_unknown", unknown},
+        {"not_imported", "memory ([memory] events), losses, tokens"}}}};
+  if (gpu && !ranks[0].device_name.empty()) meta["imported"]["gpu"] = ranks[0].device_name;
   write_file_atomic(join_path(out_dir, "meta.json"), meta.dump(2) + "\n", "import");
   // A finished run: its summary, as shardlab train leaves one.
   write_file_atomic(join_path(out_dir, "summary.json"),

@@ -17,8 +17,14 @@
 //   "FSDP::pre_backward (NAME)" labels put it in (inferred: named so in meta.json);
 // - units: FSDP2's module names from those labels ("blocks.0"), the root as unit 0, and their
 //   states: gathering from "FSDP::all_gather (NAME)", unsharded after its copy-out, resharded
-//   after "FSDP::post_forward" (not the root) and "FSDP::post_backward_reshard".
-// Not imported yet: memory ([memory] events), NCCL/GPU kernels (record_param_comms), FSDP1's units.
+//   after "FSDP::post_forward" (not the root) and "FSDP::post_backward_reshard";
+// - GPU traces (any "kernel" event): communication is the NCCL kernels, compute the other kernels
+//   (memcpy and memset left out, as HTA does), each joined to its launching CPU call by its
+//   correlation id; the collective's op, size and group from the kernel's arguments (recent
+//   PyTorch) or the c10d call around the launch; a step ends with its last kernel.
+// A subset of a job's ranks (2 of 128) is imported as such: rows 0..K-1 of a K-rank run
+// directory, meta.json's "imported" naming each row's rank in the job and the job's size.
+// Not imported yet: memory ([memory] events), FSDP1's units.
 #pragma once
 
 #include <cstdint>
@@ -30,17 +36,24 @@
 namespace shardlab {
 
 // One rank's trace, read and mapped (times in ns on the host clock, not yet shifted).
+// The most ranks a traced job may have (its distributedInfo world_size); what one import holds is
+// bounded by kMaxRunRanks.
+constexpr int kMaxTraceRanks = 1 << 20;
+
 struct TorchRank {
   std::string path;
   int rank = -1, world = 0;
   std::string backend;
-  int64_t start_ns = 0;  // the first ProfilerStep's start
+  std::string device_name;  // GPU traces: deviceProperties[0].name
+  bool gpu = false;         // a GPU trace (kernels)
+  int64_t start_ns = 0;     // the first ProfilerStep's start
   std::vector<StepEvent> steps;
   std::vector<SpanEvent> spans;        // compute and comm, by t_end
   std::vector<std::string> units;      // unit names by index; 0 is the root ("")
   std::vector<UnitEvent> unit_events;  // FSDP2's gathers and reshards, by its labels
   int64_t reduce_scatters_as_all_reduce = 0;
-  int64_t unmatched_comm = 0;  // gloo spans with no c10d call to issue them (t_issue = t_start)
+  int64_t unmatched_comm = 0;     // collectives with no c10d call found to issue them
+  int64_t comm_size_unknown = 0;  // collectives whose size the trace does not hold ("op(?)")
 };
 
 // Reads one trace. IoError naming the file for what is not a torch.profiler trace: not JSON (or
@@ -50,8 +63,9 @@ TorchRank read_torch_trace(const std::string& path);
 // Writes `out_dir` (a new or empty directory) as a run directory of the ranks of `traces` (files,
 // or directories whose *.json and *.json.gz files are the traces): meta.json (world size, backend,
 // "imported": the sources and what was inferred or left out), rank<R>.jsonl and summary.json. A
-// rank given twice, ranks of different world sizes and a missing rank are refused naming the
-// files (a subset of a job's ranks is not imported yet). Returns the ranks written.
+// rank given twice, ranks of different world sizes, and CPU and GPU traces mixed are refused
+// naming the files; more than kMaxRunRanks traces are refused. Returns the job's ranks written,
+// by row.
 std::vector<int> import_torch_traces(const std::vector<std::string>& traces,
                                      const std::string& out_dir);
 

@@ -199,6 +199,10 @@ nlohmann::json stragglers_to_json(const StragglerReport& s) {
 
 void print_stragglers(const StragglerReport& s, std::ostream& os, int max_steps) {
   if (s.empty()) return;
+  if (s.ranks.size() < 2) {  // one rank (an imported subset of one): no other rank to wait for
+    os << "waiting for other ranks: one rank in this run, none to compare it with\n";
+    return;
+  }
   char buf[320];
   const Straggler& g = s.straggler;
   // Per step: the run's waits over the steps that have any (all steps, the warm-up included).
@@ -207,7 +211,7 @@ void print_stragglers(const StragglerReport& s, std::ostream& os, int max_steps)
      << (s.estimated ? "estimated: time in a collective beyond "
                        "the fastest of its op and size"
                      : "exact: time until the last rank arrived")
-     << "), per step: the run's sums / " << s.steps.size() << " steps\n";
+     << "), per step: the run's sums / " << steps << (steps == 1 ? " step\n" : " steps\n");
   std::snprintf(buf, sizeof buf, "%-5s %14s %18s %22s\n", "rank", "waited ms/step",
                 "collectives/step", "waited least (steps)");
   os << buf;

@@ -385,6 +385,35 @@ std::string meta_str(const json& meta, const char* key) {
   return it->is_string() ? it->get<std::string>() : it->dump();
 }
 
+// "imported from torch.profiler: ..." for a run directory `shardlab import` wrote: which of the
+// job's ranks it holds, on what, and the collectives whose size the traces do not hold.
+void print_imported(const json& meta, std::ostream& os) {
+  const auto imp = meta.is_object() ? meta.find("imported") : meta.end();
+  if (imp == meta.end() || !imp->is_object()) return;
+  const auto ranks = imp->find("ranks");
+  const auto job = imp->find("job_world_size");
+  std::string list;
+  size_t held = 0;
+  if (ranks != imp->end() && ranks->is_array()) {
+    held = ranks->size();
+    for (size_t i = 0; i < held && i < 8; ++i) list += (i ? ", " : "") + (*ranks)[i].dump();
+    if (held > 8) list += ", ...";
+  }
+  os << "imported from " << meta_str(*imp, "from") << ": ";
+  if (job != imp->end() && job->is_number_integer() && job->get<int64_t>() != int64_t(held))
+    os << (held == 1 ? "rank " : "ranks ") << list << " of a " << job->dump() << "-rank job, as "
+       << (held == 1 ? "row 0" : "rows 0-" + std::to_string(held - 1))
+       << " (a subset: the other ranks' waits are not seen)";
+  else
+    os << "all " << held << " ranks of the job";
+  const auto gpu = imp->find("gpu");
+  if (gpu != imp->end() && gpu->is_string()) os << ", on " << gpu->get<std::string>();
+  const auto unknown = imp->find("comm_size_unknown");
+  if (unknown != imp->end() && unknown->is_number_integer() && unknown->get<int64_t>() > 0)
+    os << "; " << unknown->dump() << " collectives of a size the traces do not hold, as op(?)";
+  os << "\n";
+}
+
 // Short column names for the eight categories, in MemCategory order.
 constexpr const char* kShortNames[kNumMemCategories] = {"params", "params_u", "grads",    "grads_u",
                                                         "optim",  "activ",    "comm_buf", "work"};
@@ -449,6 +478,7 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
        << " ranks on cluster " << meta_str(*sim, "cluster")
        << " (virtual times; tokens/s below counts this rank's tokens)\n";
   }
+  print_imported(meta, os);
   const StepTimeStats& st = s.step_time;
   std::snprintf(
       buf, sizeof buf,
