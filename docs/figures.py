@@ -247,6 +247,22 @@ def import_gpu(cwd):
     return fenced(lines[:-1])
 
 
+HSDP_7B = ("build/bin/shardlab simulate --model llama2-7b --cluster h100-sxm --ranks 16 "
+           "--strategy hybrid_shard --hybrid-group 8 --param-dtype bf16 --reduce-dtype bf16 "
+           "--attention flash --act-ckpt --batch 16 --seq 2048 --steps 3 --run-dir sim-hsdp "
+           "--overwrite")
+
+
+def hsdp_overlap(cwd):
+    """fsdp.md: hybrid_shard's cross-group all-reduce overlapped, simulated: llama2-7b on 2
+    nodes of 8 H100s, the step and the exposed communication from `shardlab summary`."""
+    run(HSDP_7B, cwd)
+    out = run("build/bin/shardlab summary sim-hsdp", cwd)
+    cmd = HSDP_7B.replace("build/bin/", "").replace(" --run-dir", " \\\n    --run-dir")
+    return fenced(excerpt(out, lambda l: l.startswith(("steps ", "exposed comm")),
+                          "$ " + cmd + "\n$ shardlab summary sim-hsdp"))
+
+
 def offload_small(cwd):
     """fsdp.md: full_shard at small on 4 ranks under a 36 MiB limit, without offload (out of
     memory) and with --offload params (trains), with the planner's peaks beside."""
@@ -622,6 +638,7 @@ FIGURES = [Figure(*row) for row in [
     ("bench-explained", ["docs/bench/README.md"], bench_explained),
     ("bench-report", [], bench_report),
     ("offload-small", ["docs/fsdp.md"], offload_small),
+    ("hsdp-overlap", ["docs/fsdp.md"], hsdp_overlap),
     ("attention-plan", ["docs/model.md"], attention_plan),
     ("llama-presets", ["docs/model.md"], llama_presets),
     ("import-fsdp2", ["docs/import.md"], import_fsdp2),

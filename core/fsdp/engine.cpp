@@ -214,6 +214,7 @@ Engine::~Engine() {
   for (FsdpUnit& u : impl_->units)
     if (u.gather_inflight) finish(u.gather_work);
   for (PendingReduce& p : impl_->pending) finish(p.work);
+  for (PendingReduce& p : impl_->pending_cross) finish(p.work);
 }
 
 StepStats Engine::step(const std::vector<const int*>& tokens,

@@ -72,6 +72,9 @@ struct PendingReduce {
   Buffer dflat;          // the fp32 unit gradient, kept alive until the collective has read it
   void* recv = nullptr;  // where the reduced shard landed
   bool add = false;      // added to the kept gradient (an earlier micro-batch's) rather than set
+  // hybrid_shard: `work` is the cross-group all-reduce of the shard, issued once the group's
+  // reduce-scatter completed (its staging and dflat are freed by then).
+  bool across_groups = false;
 };
 
 struct Engine::Impl {
@@ -96,7 +99,8 @@ struct Engine::Impl {
   std::unique_ptr<Communicator> replica_comm;  // ranks holding the same shard (null when alone)
   WrapPlan wrap;                               // which stages each unit holds (wrap_policy.hpp)
   std::vector<FsdpUnit> units;
-  std::deque<PendingReduce> pending;
+  std::deque<PendingReduce> pending;        // reduce-scatters or all-reduces in flight, in order
+  std::deque<PendingReduce> pending_cross;  // hybrid_shard's cross-group all-reduces in flight
   PassSchedule fwd, bwd;  // the stages each compute step runs, the units it uses, when they go
   int inflight_gathers = 0;
   int steps = 0;
@@ -149,8 +153,13 @@ struct Engine::Impl {
   void after_unit_backward(FsdpUnit& u, bool last_micro);
   void fold_grad(FsdpUnit& u);  // GradAccum::fold: dflat cast and added into the full gradient
   void issue_reduce(FsdpUnit& u);
-  void complete(PendingReduce& p);
-  void drain(size_t keep);  // completes pending reductions until `keep` remain
+  // Waits for p's collective; hybrid_shard's reduce-scatter then hands its shard to the
+  // cross-group all-reduce (issued async: false, p still in flight), else p is done (true).
+  bool advance(PendingReduce& p);
+  void finish_reduce(PendingReduce& p);  // the reduced shard into the kept gradient
+  // Completes pending reductions until `keep` remain in each stage; drain(0) before anything
+  // reads the gradients (clipping, the optimizer, a checkpoint).
+  void drain(size_t keep);
 
   // ---- clipping (clip_grad_norm.cpp)
   float clip_grad_norm(float max_norm);

@@ -6,7 +6,8 @@
 //   reduce_scatter    shard_optim: the full gradient in place, the owned range reduced;
 //                     shard_grad_op, full_shard: the unit's fp32 gradient into the gradient shard
 //   reduce_scatter_all_reduce   hybrid_shard: reduce-scatter inside the group of G, then an
-//                     all-reduce of the shard across the N/G replica groups (complete, below)
+//                     all-reduce of the shard across the N/G replica groups (advance, below),
+//                     in flight behind the next units' backward as the reduce-scatter is
 // Collectives sum; backward already scaled the loss by 1/(N K). The local backend sums each
 // element in rank order in both all-reduce and reduce-scatter, so no_shard, shard_optim,
 // shard_grad_op and full_shard get bit-identical reduced gradients.
@@ -123,7 +124,7 @@ void Engine::Impl::issue_reduce(FsdpUnit& u) {
             replica_comm->all_reduce(send, p.recv, P, rd, ReduceOp::sum, true, {u.id, "grads"});
       break;
     case GradCollective::reduce_scatter:
-    case GradCollective::reduce_scatter_all_reduce:  // the all-reduce follows in complete()
+    case GradCollective::reduce_scatter_all_reduce:  // the all-reduce follows in advance()
       if (shard_comm)
         p.work =
             shard_comm->reduce_scatter(send, p.recv, S, rd, ReduceOp::sum, true, {u.id, "grads"});
@@ -134,15 +135,26 @@ void Engine::Impl::issue_reduce(FsdpUnit& u) {
   pending.push_back(std::move(p));
 }
 
-void Engine::Impl::complete(PendingReduce& p) {
+bool Engine::Impl::advance(PendingReduce& p) {
   p.work.wait();
+  if (p.across_groups || spec->grad_collective != GradCollective::reduce_scatter_all_reduce ||
+      !replica_comm)
+    return true;
+  // hybrid_shard: every group reduced its own data; sum the shards across groups, on its own
+  // queue as FSDP2 runs it on its own stream, so that it overlaps the backward of the next units
+  // instead of stalling it. What the reduce-scatter read is free now.
+  p.staging.reset();
+  p.dflat.reset();
+  FsdpUnit& u = units[p.unit];
+  p.work = replica_comm->all_reduce(p.recv, p.recv, u.own.size, cfg.reduce_dtype, ReduceOp::sum,
+                                    true, {u.id, "grads"});
+  p.across_groups = true;
+  return false;
+}
+
+void Engine::Impl::finish_reduce(PendingReduce& p) {
   FsdpUnit& u = units[p.unit];
   const int64_t S = u.own.size;
-  if (spec->grad_collective == GradCollective::reduce_scatter_all_reduce && replica_comm) {
-    // hybrid_shard's all-reduce: every group reduced its own data; sum the shards across groups.
-    replica_comm->all_reduce(p.recv, p.recv, S, cfg.reduce_dtype, ReduceOp::sum, false,
-                             {u.id, "grads"});
-  }
   if (all_state_on_host()) {  // the reduced shard goes down to the host tier's gradient shard
     const int64_t bytes = S * rsz();
     if (!p.add) {
@@ -158,10 +170,24 @@ void Engine::Impl::complete(PendingReduce& p) {
 }
 
 void Engine::Impl::drain(size_t keep) {
+  auto finish_cross = [&](size_t k) {
+    while (pending_cross.size() > k) {
+      PendingReduce& p = pending_cross.front();
+      p.work.wait();
+      finish_reduce(p);
+      pending_cross.pop_front();
+    }
+  };
   while (pending.size() > keep) {
-    complete(pending.front());
+    PendingReduce& p = pending.front();
+    if (advance(p))
+      finish_reduce(p);
+    else
+      pending_cross.push_back(std::move(p));
     pending.pop_front();
+    finish_cross(keep);
   }
+  finish_cross(keep);
 }
 
 }  // namespace shardlab
