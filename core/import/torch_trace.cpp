@@ -4,10 +4,15 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <deque>
+#include <exception>
+#include <istream>
 #include <map>
 #include <set>
+#include <streambuf>
+#include <thread>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -33,29 +38,57 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }
 bool starts_with(const std::string& s, const char* head) { return s.rfind(head, 0) == 0; }
 
-std::string read_trace_text(const std::string& path) {
-  if (!ends_with(path, ".gz")) return read_text_file(path, kMaxTraceBytes);
-  // open_read refuses what is not a regular file, without blocking on a FIFO.
-  gzFile f = gzdopen(FileHandle::open_read(path).release(), "rb");
-  if (!f) SL_THROW(IoError, path, ": cannot open for reading");
-  std::string text;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) {
-    text.append(buf, static_cast<size_t>(n));
-    if (static_cast<int64_t>(text.size()) > kMaxTraceBytes) {
-      gzclose(f);
-      SL_THROW(IoError, path, ": more than ", kMaxTraceBytes >> 30, " GiB uncompressed");
-    }
+// A trace's bytes as a stream, gunzipped when they are gzip (zlib passes a plain file through), so
+// that a trace of hundreds of MB is parsed as it is read, never held whole. What is not a regular
+// file is refused without blocking on it (a FIFO); more than kMaxTraceBytes uncompressed, and a
+// damaged gzip stream, end the stream with the reason kept for check().
+class TraceStreamBuf : public std::streambuf {
+ public:
+  explicit TraceStreamBuf(const std::string& path) : path_(path) {
+    f_ = gzdopen(FileHandle::open_read(path).release(), "rb");
+    if (!f_) SL_THROW(IoError, path, ": cannot open for reading");
+    gzbuffer(f_, 1 << 17);
   }
-  int err = 0;
-  const char* why = gzerror(f, &err);
-  const bool bad = n < 0 || err < 0;
-  const std::string what = bad ? why : "";
-  gzclose(f);
-  if (bad) SL_THROW(IoError, path, ": not a complete gzip stream (", what, ")");
-  return text;
-}
+  TraceStreamBuf(const TraceStreamBuf&) = delete;
+  TraceStreamBuf& operator=(const TraceStreamBuf&) = delete;
+  ~TraceStreamBuf() override { gzclose(f_); }
+
+  // IoError naming the file when the stream ended on an error rather than at its end.
+  void check() const {
+    if (too_big_)
+      SL_THROW(IoError, path_, ": more than ", kMaxTraceBytes >> 30, " GiB uncompressed");
+    if (!why_.empty()) SL_THROW(IoError, path_, ": not a complete gzip stream (", why_, ")");
+  }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    if (too_big_ || !why_.empty()) return traits_type::eof();
+    const int n = gzread(f_, buf_, sizeof buf_);
+    int err = 0;
+    const char* why = gzerror(f_, &err);
+    if (n < 0 || err < 0) {
+      why_ = why && *why ? why : "read error";
+      return traits_type::eof();
+    }
+    if (n == 0) return traits_type::eof();
+    total_ += n;
+    if (total_ > kMaxTraceBytes) {
+      too_big_ = true;
+      return traits_type::eof();
+    }
+    setg(buf_, buf_, buf_ + n);
+    return traits_type::to_int_type(*gptr());
+  }
+
+ private:
+  std::string path_;
+  gzFile f_ = nullptr;
+  char buf_[1 << 16];
+  int64_t total_ = 0;
+  bool too_big_ = false;
+  std::string why_;
+};
 
 // One complete ("X") event of the trace, what the mapping needs of it.
 struct Raw {
@@ -188,7 +221,8 @@ void read_collective_args(const json& e, Raw& r) {
 }
 
 Parsed parse_trace(const std::string& path) {
-  const std::string text = read_trace_text(path);
+  TraceStreamBuf bytes(path);
+  std::istream text(&bytes);
   Parsed p;
   std::string key;  // the root's key being parsed
   // Each event is handled as it completes and dropped, so the DOM never holds the events.
@@ -219,8 +253,10 @@ Parsed parse_trace(const std::string& path) {
   try {
     p.root = json::parse(text, cb);
   } catch (const json::exception& e) {
+    bytes.check();  // a damaged gzip stream or too large, rather than bad JSON
     SL_THROW(IoError, path, ": not a torch.profiler trace (", e.what(), ")");
   }
+  bytes.check();
   if (!p.root.is_object() || !p.root.contains("traceEvents"))
     SL_THROW(IoError, path, ": not a torch.profiler trace (no traceEvents)");
   return p;
@@ -612,8 +648,26 @@ std::vector<int> import_torch_traces(const std::vector<std::string>& traces,
     SL_THROW(IoError, out_dir,
              ": exists and is not an empty directory (import writes a new run "
              "directory)");
-  std::vector<TorchRank> ranks;
-  for (const std::string& f : files) ranks.push_back(read_torch_trace(f));
+  // The traces are read in parallel, one per core at most; an error is the first file's.
+  std::vector<TorchRank> ranks(files.size());
+  std::vector<std::exception_ptr> errors(files.size());
+  std::atomic<size_t> next{0};
+  const size_t workers =
+      std::min<size_t>(files.size(), std::max<size_t>(1, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t w = 0; w < workers; ++w)
+    pool.emplace_back([&] {
+      for (size_t i; (i = next++) < files.size();) {
+        try {
+          ranks[i] = read_torch_trace(files[i]);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      }
+    });
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
   std::sort(ranks.begin(), ranks.end(),
             [](const TorchRank& a, const TorchRank& b) { return a.rank < b.rank; });
   for (size_t i = 0; i < ranks.size(); ++i) {
