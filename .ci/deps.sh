@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libopenblas-dev libopenmpi-dev openmpi-bin
-          nlohmann-json3-dev libcli11-dev libimgui-dev libglfw3-dev libstb-dev xvfb xauth zlib1g-dev
+          nlohmann-json3-dev libcli11-dev libimgui-dev libglfw3-dev libstb-dev xvfb xauth zlib1g-dev libsimdjson-dev
           libgtest-dev libbenchmark-dev python3-matplotlib clang-format python3-venv)
 
 missing=()

@@ -39,7 +39,9 @@ o = a.get_comm_comp_overlap(visualize=False)
 ranks = {int(r["rank"]): {"compute_us": float(r["compute_time(us)"])} for _, r in b.iterrows()}
 for _, r in o.iterrows():
     ranks[int(r["rank"])]["overlap"] = float(r["comp_comm_overlap_pctg"]) / 100  # 2 decimals
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# HTA parses the ranks in worker processes: the largest of them and this one.
+rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+          resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
 print(json.dumps({"load_s": load, "peak_mib": rss, "ranks": ranks}))
 """
 

@@ -224,6 +224,14 @@ TEST(ImportTorchTrace, BadTracesAreRefusedNamingTheFile) {
   const std::string gz = read_text_file(kData + "fsdp2/rank0.json.gz");
   write_file_atomic(dir + "/cut.json.gz", gz.substr(0, gz.size() / 2));
   expect_refused({dir + "/cut.json.gz"}, dir + "/o3", "cut.json.gz: not a complete gzip stream");
+  // Nested 100,000 deep: skipped as no event, or refused at the depth bound where it is read.
+  write_file_atomic(dir + "/deep.json", "{\"traceEvents\": [" + std::string(100000, '[') +
+                                            std::string(100000, ']') + "]}");
+  expect_refused({dir + "/deep.json"}, dir + "/o9", "deep.json: no distributedInfo");
+  write_file_atomic(dir + "/deep_info.json",
+                    "{\"distributedInfo\": {\"rank\": " + std::string(100000, '[') +
+                        std::string(100000, ']') + "}}");
+  expect_refused({dir + "/deep_info.json"}, dir + "/o10", "deep_info.json: distributedInfo");
   // No distributedInfo: a single-process trace.
   std::string single = good;
   single.replace(single.find("\"distributedInfo\""), 17, "\"distributedInfX\"");

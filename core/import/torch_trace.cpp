@@ -1,6 +1,8 @@
 // torch.profiler Chrome traces -> run directories (torch_trace.hpp).
 #include "core/import/torch_trace.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -15,10 +17,12 @@
 #include <thread>
 #include <utility>
 
+#include <simdjson.h>
 #include <nlohmann/json.hpp>
 
 #include "core/base/error.hpp"
 #include "core/base/file_io.hpp"
+#include "core/base/json_read.hpp"
 #include "core/comm/traffic.hpp"
 #include "core/trace/summary.hpp"
 
@@ -27,6 +31,7 @@ namespace shardlab {
 namespace {
 
 using json = nlohmann::json;
+namespace od = simdjson::ondemand;
 
 // A trace larger than this is refused before it is read (real ones run to hundreds of MB).
 constexpr int64_t kMaxTraceBytes = int64_t(8) << 30;
@@ -45,7 +50,24 @@ bool starts_with(const std::string& s, const char* head) { return s.rfind(head, 
 class TraceStreamBuf : public std::streambuf {
  public:
   explicit TraceStreamBuf(const std::string& path) : path_(path) {
-    f_ = gzdopen(FileHandle::open_read(path).release(), "rb");
+    const int fd = FileHandle::open_read(path).release();
+    // The uncompressed size, to allocate once: the file's, or a gzip member's ISIZE trailer
+    // (its size modulo 2^32: a hint only).
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && st.st_size > 0) {
+      hint_ = st.st_size;
+      unsigned char head[2] = {0, 0}, tail[4] = {0, 0, 0, 0};
+      if (pread(fd, head, 2, 0) == 2 && head[0] == 0x1f && head[1] == 0x8b &&
+          pread(fd, tail, 4, st.st_size - 4) == 4) {
+        const int64_t isize = int64_t(tail[0]) | int64_t(tail[1]) << 8 | int64_t(tail[2]) << 16 |
+                              int64_t(tail[3]) << 24;
+        // JSON traces compress 10-20x; a larger claim (a damaged or hostile file) is not
+        // believed.
+        hint_ = std::min<int64_t>(std::max<int64_t>(isize, st.st_size), 32 * st.st_size);
+      }
+    }
+    hint_ = std::min(hint_, kMaxTraceBytes);
+    f_ = gzdopen(fd, "rb");
     if (!f_) SL_THROW(IoError, path, ": cannot open for reading");
     gzbuffer(f_, 1 << 17);
   }
@@ -53,6 +75,7 @@ class TraceStreamBuf : public std::streambuf {
   TraceStreamBuf& operator=(const TraceStreamBuf&) = delete;
   ~TraceStreamBuf() override { gzclose(f_); }
 
+  int64_t size_hint() const { return hint_; }
   // IoError naming the file when the stream ended on an error rather than at its end.
   void check() const {
     if (too_big_)
@@ -85,7 +108,7 @@ class TraceStreamBuf : public std::streambuf {
   std::string path_;
   gzFile f_ = nullptr;
   char buf_[1 << 16];
-  int64_t total_ = 0;
+  int64_t total_ = 0, hint_ = 0;
   bool too_big_ = false;
   std::string why_;
 };
@@ -174,13 +197,15 @@ bool is_nccl_kernel(const Raw& e) {
 
 struct Parsed {
   std::vector<Raw> events;
-  json root;  // the trace without its events
+  json root = json::object();  // the trace's members other than its events
 };
 
 // What a collective event carries: its buffer's elements (the per-rank count Communicator calls
 // take: an all-gather's shard, a reduce-scatter's output, an all-to-all's input), type and group.
 void read_collective_args(const json& e, Raw& r) {
-  const json args = e.value("args", json::object());
+  static const json kNone = json::object();
+  const auto found = e.find("args");
+  const json& args = found != e.end() && found->is_object() ? *found : kNone;
   if (is_nccl_kernel(r) && args.contains("Collective name") &&
       args["Collective name"].is_string()) {
     r.collective = args["Collective name"].get<std::string>();
@@ -220,45 +245,157 @@ void read_collective_args(const json& e, Raw& r) {
   }
 }
 
-Parsed parse_trace(const std::string& path) {
+// JSON nested deeper than this is refused (a trace's deepest is an operator's TensorList shapes,
+// 6 levels).
+constexpr size_t kMaxTraceDepth = 64;
+
+// The uncompressed trace, padded as simdjson reads it (its SIMD loads run past the end).
+std::string read_trace_padded(const std::string& path, size_t& length) {
   TraceStreamBuf bytes(path);
-  std::istream text(&bytes);
+  // Allocated once when the hint holds (reserved, not touched: a wrong hint costs nothing).
+  std::string text;
+  text.reserve(static_cast<size_t>(bytes.size_hint()) + simdjson::SIMDJSON_PADDING);
+  std::vector<char> buf(size_t(1) << 20);
+  std::streamsize n;
+  while ((n = bytes.sgetn(buf.data(), static_cast<std::streamsize>(buf.size()))) > 0)
+    text.append(buf.data(), static_cast<size_t>(n));
+  const size_t used = text.size();
+  text.resize(used);
+  bytes.check();
+  length = text.size();
+  text.resize(length + simdjson::SIMDJSON_PADDING, ' ');
+  return text;
+}
+
+// The arguments of an event that the mapping may read, as slices of the trace's text (valid
+// while it lives); the shapes are parsed only for the events that need them.
+struct ArgsView {
+  int64_t correlation = -1, in_nelems = -1, out_nelems = -1, group = -1;
+  std::string_view collective, dtype, input_dims, input_type;
+};
+
+// The text of an array or object value.
+template <typename T>
+std::string_view raw(simdjson::simdjson_result<T> v) {
+  T t = std::move(v);  // throws simdjson_error when v is of another type
+  return t.raw_json();
+}
+
+ArgsView read_args(od::object args) {
+  ArgsView a;
+  for (auto field : args) {
+    // Keys compared as they are in the text (the trace's keys have no escapes).
+    const od::raw_json_string k = field.key();
+    od::value v = field.value();
+    if (k == "correlation")
+      a.correlation = v.get_int64();
+    else if (k == "Collective name")
+      a.collective = v.get_string();
+    else if (k == "In msg nelems")
+      a.in_nelems = v.get_int64();
+    else if (k == "Out msg nelems")
+      a.out_nelems = v.get_int64();
+    else if (k == "Group size")
+      a.group = v.get_int64();
+    else if (k == "dtype")
+      a.dtype = v.get_string();
+    else if (k == "Input Dims")
+      a.input_dims = raw(v.get_array());
+    else if (k == "Input type")
+      a.input_type = raw(v.get_array());
+  }
+  return a;
+}
+
+// One event of the trace as the mapping reads it, or nothing (what is not a complete "X" event
+// with an integer tid). Values of another type than the field's are an error (simdjson's).
+void read_event(od::value value, const std::string& path, Parsed& p) {
+  od::object e;
+  if (value.get_object().get(e) != simdjson::SUCCESS) return;  // not an object: not an event
+  Raw r;
+  bool complete = false, tid = false;
+  ArgsView args;
+  for (auto field : e) {
+    // Keys compared as they are in the text (the trace's keys have no escapes).
+    const od::raw_json_string k = field.key();
+    od::value v = field.value();
+    if (k == "ph") {
+      complete = std::string_view(v.get_string()) == "X";
+    } else if (k == "name") {
+      r.name = std::string_view(v.get_string());
+    } else if (k == "cat") {
+      r.cat = std::string_view(v.get_string());
+    } else if (k == "tid") {
+      int64_t t = 0;
+      tid = v.get_int64().get(t) == simdjson::SUCCESS;  // a string tid ("stream 7"): not read
+      r.tid = t;
+    } else if (k == "ts") {
+      r.ts = v.get_double();
+    } else if (k == "dur") {
+      r.dur = v.get_double();
+    } else if (k == "args") {
+      od::object o;
+      if (v.get_object().get(o) == simdjson::SUCCESS) args = read_args(o);
+    }
+  }
+  if (!complete || !tid) return;
+  if (r.cat == "kernel" || r.cat == "cuda_runtime" || r.cat == "cuda_driver")
+    r.correlation = args.correlation;
+  if (is_nccl_kernel(r) || starts_with(r.name, "c10d::") || starts_with(r.name, "gloo:")) {
+    json a = json::object();
+    if (!args.collective.empty()) a["Collective name"] = std::string(args.collective);
+    if (!args.dtype.empty()) a["dtype"] = std::string(args.dtype);
+    if (args.in_nelems >= 0) a["In msg nelems"] = args.in_nelems;
+    if (args.out_nelems >= 0) a["Out msg nelems"] = args.out_nelems;
+    if (args.group >= 0) a["Group size"] = args.group;
+    if (!args.input_dims.empty())
+      a["Input Dims"] = parse_json_strict(std::string(args.input_dims), path + ": Input Dims");
+    if (!args.input_type.empty())
+      a["Input type"] = parse_json_strict(std::string(args.input_type), path + ": Input type");
+    read_collective_args(json{{"args", std::move(a)}}, r);
+  }
+  p.events.push_back(std::move(r));
+}
+
+// The trace read with simdjson's On-Demand API: each event's fields are read where they lie in
+// the text, the rest skipped unbuilt; the root's small members (distributedInfo,
+// deviceProperties, baseTimeNanoseconds) become the JSON the mapping reads them from.
+Parsed parse_trace(const std::string& path) {
+  size_t length = 0;
+  const std::string text = read_trace_padded(path, length);
   Parsed p;
-  std::string key;  // the root's key being parsed
-  // Each event is handled as it completes and dropped, so the DOM never holds the events.
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t ev, json& parsed) {
-    if (depth == 1 && ev == json::parse_event_t::key) key = parsed.get<std::string>();
-    if (depth != 2 || ev != json::parse_event_t::object_end || key != "traceEvents") return true;
-    const json& e = parsed;
-    if (e.value("ph", "") != "X" || !e.contains("tid") || !e["tid"].is_number_integer()) {
-      if (e.value("ph", "") == "M") return true;  // metadata: small, kept
-      return false;
-    }
-    Raw r;
-    r.name = e.value("name", "");
-    r.cat = e.value("cat", "");
-    r.tid = e["tid"].get<int64_t>();
-    r.ts = e.value("ts", 0.0);
-    r.dur = e.value("dur", 0.0);
-    if (r.cat == "kernel" || r.cat == "cuda_runtime" || r.cat == "cuda_driver") {
-      const json& args = e.value("args", json());
-      if (args.is_object() && args.contains("correlation") &&
-          args["correlation"].is_number_integer())
-        r.correlation = args["correlation"].get<int64_t>();
-    }
-    read_collective_args(e, r);
-    p.events.push_back(std::move(r));
-    return false;
-  };
+  bool events = false;
   try {
-    p.root = json::parse(text, cb);
+    od::parser parser;
+    if (parser.allocate(length, kMaxTraceDepth) != simdjson::SUCCESS)
+      SL_THROW(IoError, path, ": cannot allocate the parser for ", length, " bytes");
+    od::document doc =
+        parser.iterate(simdjson::padded_string_view(text.data(), length, text.size()));
+    od::object root;
+    if (doc.get_object().get(root) != simdjson::SUCCESS)
+      SL_THROW(IoError, path, ": not a torch.profiler trace (not a JSON object)");
+    for (auto field : root) {
+      const std::string_view k = field.unescaped_key();
+      od::value v = field.value();
+      if (k == "traceEvents") {
+        events = true;
+        for (od::value e : v.get_array()) read_event(e, path, p);
+      } else if (k == "distributedInfo") {
+        p.root["distributedInfo"] =
+            parse_json_strict(std::string(raw(v.get_object())), path + ": distributedInfo");
+      } else if (k == "deviceProperties") {
+        p.root["deviceProperties"] =
+            parse_json_strict(std::string(raw(v.get_array())), path + ": deviceProperties");
+      } else if (k == "baseTimeNanoseconds") {
+        p.root["baseTimeNanoseconds"] = int64_t(v.get_int64());
+      }
+    }
+  } catch (const simdjson::simdjson_error& e) {
+    SL_THROW(IoError, path, ": not a torch.profiler trace (", e.what(), ")");
   } catch (const json::exception& e) {
-    bytes.check();  // a damaged gzip stream or too large, rather than bad JSON
     SL_THROW(IoError, path, ": not a torch.profiler trace (", e.what(), ")");
   }
-  bytes.check();
-  if (!p.root.is_object() || !p.root.contains("traceEvents"))
-    SL_THROW(IoError, path, ": not a torch.profiler trace (no traceEvents)");
+  if (!events) SL_THROW(IoError, path, ": not a torch.profiler trace (no traceEvents)");
   return p;
 }
 
