@@ -759,3 +759,44 @@ TEST(Stragglers, NamedOnlyBeyondTheRunsNoise) {
     EXPECT_FALSE(g.named());
   }
 }
+
+// Exposed comm by op and unit: each collective of the measured steps against its rank's compute
+// (the warm-up step left out), collectives in flight together each counting their own time, the
+// most exposed first, and the table naming the units from meta.json.
+TEST(Summary, ExposedCommByOpAndUnit) {
+  RunData run;
+  run.meta = {{"world_size", 1},
+              {"units", json::array({{{"name", "root"}}, {{"name", "blocks.0"}}})}};
+  RankTrace rt;
+  auto span = [&](Lane lane, const char* op, int unit, int64_t a, int64_t b) {
+    rt.spans.push_back({lane, op, unit, 0, DType::f32, a, a, b, -1});
+  };
+  for (int64_t base : {0, 100, 200}) {  // steps end at 100, 200, 300; the first is the warm-up
+    span(Lane::compute, "forward", 0, base + 10, base + 50);
+    span(Lane::comm, "all_gather", 0, base, base + 20);           // 10 of 20 exposed
+    span(Lane::comm, "reduce_scatter", 1, base + 40, base + 70);  // 20 of 30
+    rt.steps.push_back({base + 100, static_cast<int>(base / 100) + 1, 1.0, 1, 1e-7});
+  }
+  span(Lane::comm, "all_reduce", -1, 160, 180);  // overlaps no compute; the rs above until 170
+  run.ranks.push_back(rt);
+  const RunSummary s = compute_summary(run);
+  EXPECT_EQ(s.measured_steps, 2);
+  ASSERT_EQ(s.exposed.size(), 3u);
+  EXPECT_EQ(s.exposed[0].op, "reduce_scatter");
+  EXPECT_EQ(s.exposed[0].unit, 1);
+  EXPECT_EQ(s.exposed[0].calls, 2);
+  EXPECT_EQ(s.exposed[0].comm_ns, 60);
+  EXPECT_EQ(s.exposed[0].exposed_ns, 40);
+  EXPECT_EQ(s.exposed[1].op, "all_gather");
+  EXPECT_EQ(s.exposed[1].calls, 2);
+  EXPECT_EQ(s.exposed[1].exposed_ns, 20);
+  EXPECT_EQ(s.exposed[2].op, "all_reduce");
+  EXPECT_EQ(s.exposed[2].exposed_ns, 20);
+  std::ostringstream os;
+  print_summary_table(s, run.meta, os);
+  EXPECT_NE(os.str().find("reduce_scatter   blocks.0               1.00         0.000"),
+            std::string::npos)
+      << os.str();
+  const json j = summary_to_json(s);
+  EXPECT_EQ(j.at("exposed_by_op_and_unit").at("sums_over_ranks")[0].at("exposed_ns"), 40);
+}

@@ -58,6 +58,18 @@ int64_t total_length(const std::vector<Interval>& disjoint) {
   return n;
 }
 
+// The part of [x.first, x.second) that `disjoint` (sorted, disjoint) does not cover, found by
+// binary search: a run's spans each against its compute without a quadratic sweep.
+int64_t uncovered(const Interval& x, const std::vector<Interval>& disjoint) {
+  int64_t covered = 0;
+  auto it = std::upper_bound(disjoint.begin(), disjoint.end(), x.first,
+                             [](int64_t t, const Interval& i) { return t < i.second; });
+  for (; it != disjoint.end() && it->first < x.second; ++it)
+    covered =
+        sat_add(covered, sat_length(std::max(x.first, it->first), std::min(x.second, it->second)));
+  return sat_length(x.first, x.second) - covered;
+}
+
 int64_t length_not_covered(const std::vector<Interval>& a, const std::vector<Interval>& b) {
   // Sweep both sorted lists: subtract from each interval of `a` its overlaps with `b`.
   int64_t overlap = 0;
@@ -192,6 +204,19 @@ RankSummary summarize_rank(int rank, const RankTrace& rt, int warmup_step) {
       r.comm_ns > 0 ? static_cast<double>(r.exposed_comm_ns) / static_cast<double>(r.comm_ns) : 0.0;
   r.comm = comm_stats(by_op, r.steps);
 
+  // Each collective of the measured steps against the rank's compute, by op and unit.
+  std::map<std::pair<std::string, int>, ExposedStat> exposed_by;
+  for (const SpanEvent& sp : rt.spans) {
+    if (sp.lane != Lane::comm || !window(sp.t_start)) continue;
+    ExposedStat& e = exposed_by[{sp.op, sp.unit}];
+    e.op = sp.op;
+    e.unit = sp.unit;
+    e.calls += 1;
+    e.comm_ns = sat_add(e.comm_ns, sat_length(sp.t_start, sp.t_end));
+    e.exposed_ns = sat_add(e.exposed_ns, uncovered({sp.t_start, sp.t_end}, compute_u));
+  }
+  for (auto& [key, e] : exposed_by) r.exposed.push_back(e);
+
   // Per step: the mean of each measured step's lengths.
   double comp = 0, com = 0, exposed = 0;
   for (size_t k = 0; k < in_step.size(); ++k) {
@@ -249,6 +274,22 @@ RunSummary compute_summary(const RunData& run) {
   s.exposed_comm_fraction =
       s.comm_ns > 0 ? static_cast<double>(s.exposed_comm_ns) / static_cast<double>(s.comm_ns) : 0.0;
   s.comm = comm_stats(by_op, static_cast<int>(steps.size()));
+  std::map<std::pair<std::string, int>, ExposedStat> exposed_by;
+  for (const RankSummary& r : s.ranks) {
+    s.measured_steps = std::max(s.measured_steps, r.measured_steps);
+    for (const ExposedStat& e : r.exposed) {
+      ExposedStat& a = exposed_by[{e.op, e.unit}];
+      a.op = e.op;
+      a.unit = e.unit;
+      a.calls += e.calls;
+      a.comm_ns = sat_add(a.comm_ns, e.comm_ns);
+      a.exposed_ns = sat_add(a.exposed_ns, e.exposed_ns);
+    }
+  }
+  for (auto& [key, e] : exposed_by) s.exposed.push_back(e);
+  std::stable_sort(
+      s.exposed.begin(), s.exposed.end(),
+      [](const ExposedStat& a, const ExposedStat& b) { return a.exposed_ns > b.exposed_ns; });
   int measured_ranks = 0;
   for (const RankSummary& r : s.ranks) {
     if (r.measured_steps == 0) continue;
@@ -371,6 +412,15 @@ json summary_to_json(const RunSummary& s) {
     ranks[k]["copy_ns"] = r.copy_ns;
   }
   j["ranks"] = std::move(ranks);
+  json exposed = json::array();
+  for (const ExposedStat& e : s.exposed)
+    exposed.push_back({{"op", e.op},
+                       {"unit", e.unit},
+                       {"calls", e.calls},
+                       {"comm_ns", e.comm_ns},
+                       {"exposed_ns", e.exposed_ns}});
+  j["exposed_by_op_and_unit"] = {{"measured_steps", s.measured_steps},
+                                 {"sums_over_ranks", std::move(exposed)}};
   j["stragglers"] = stragglers_to_json(s.stragglers);
   return j;
 }
@@ -442,6 +492,46 @@ void print_mem_table(const char* title, const RunSummary& s, bool at_peak, std::
   }
 }
 
+}  // namespace
+
+namespace {
+
+// The collectives with the most exposed time, by op and unit, per step and rank.
+void print_exposed(const RunSummary& s, const json& meta, std::ostream& os) {
+  if (s.exposed.empty() || s.measured_steps == 0) return;
+  const auto units = meta.is_object() ? meta.find("units") : meta.end();
+  auto unit_name = [&](int u) -> std::string {
+    if (u < 0) return "-";
+    if (units != meta.end() && units->is_array() && u < static_cast<int>(units->size())) {
+      const json& n = (*units)[static_cast<size_t>(u)];
+      if (n.is_object() && n.contains("name") && n.at("name").is_string())
+        return n.at("name").get<std::string>();
+    }
+    return std::to_string(u);
+  };
+  const double div = static_cast<double>(s.measured_steps) * std::max<size_t>(1, s.ranks.size());
+  const size_t shown = std::min<size_t>(s.exposed.size(), 8);
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "\nexposed comm by collective and unit, per step and rank (the %zu most exposed of "
+                "%zu; each collective's own time with no compute on its rank: collectives in "
+                "flight together each count theirs)\n",
+                shown, s.exposed.size());
+  os << buf;
+  std::snprintf(buf, sizeof buf, "%-16s %-16s %10s %13s %16s %10s\n", "op", "unit", "calls/step",
+                "comm ms/step", "exposed ms/step", "exposed %");
+  os << buf;
+  for (size_t i = 0; i < shown; ++i) {
+    const ExposedStat& e = s.exposed[i];
+    std::snprintf(
+        buf, sizeof buf, "%-16s %-16s %10.2f %13.3f %16.3f %10.1f\n", e.op.c_str(),
+        unit_name(e.unit).c_str(), static_cast<double>(e.calls) / div,
+        static_cast<double>(e.comm_ns) * 1e-6 / div, static_cast<double>(e.exposed_ns) * 1e-6 / div,
+        e.comm_ns > 0 ? 100.0 * static_cast<double>(e.exposed_ns) / static_cast<double>(e.comm_ns)
+                      : 0.0);
+    os << buf;
+  }
+}
 }  // namespace
 
 void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os) {
@@ -613,6 +703,7 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
                 compute_total * 1e-6, s.comm_ns * 1e-6, s.exposed_comm_ns * 1e-6,
                 100.0 * s.exposed_comm_fraction);
   os << buf;
+  print_exposed(s, meta, os);
   if (!s.stragglers.empty()) {
     os << "\n";
     print_stragglers(s.stragglers, os);

@@ -39,6 +39,16 @@ struct CommStat {
 // unknown) and of their per-step figures.
 CommStat comm_total(const std::vector<CommStat>& v);
 
+// One collective op on one unit, over the measured steps: its calls, the time its spans took and
+// the part of it with no compute on the rank. Collectives in flight together each count their
+// own time, so these add up to more than the rank's exposed comm when they overlap.
+struct ExposedStat {
+  std::string op;
+  int unit = -1;  // -1: no unit (the loss's all-reduce, a PyTorch trace without FSDP2 labels)
+  int64_t calls = 0;
+  int64_t comm_ns = 0, exposed_ns = 0;
+};
+
 struct RankSummary {
   int rank = 0;
   int steps = 0;           // step events of this rank
@@ -61,7 +71,8 @@ struct RankSummary {
   // in StepTimeStats), averaged over those steps. 0 when no step is measured.
   int measured_steps = 0;
   double compute_ns_per_step = 0, comm_ns_per_step = 0, exposed_comm_ns_per_step = 0;
-  std::vector<CommStat> comm;  // sorted by op, then dtype
+  std::vector<CommStat> comm;        // sorted by op, then dtype
+  std::vector<ExposedStat> exposed;  // the measured steps' collectives, by op and unit
 };
 
 struct StepTimeStats {
@@ -82,6 +93,9 @@ struct RunSummary {
   // Per step and rank: RankSummary's per-step lengths, averaged over the ranks.
   double comm_ns_per_step = 0, exposed_comm_ns_per_step = 0;
   std::vector<CommStat> comm;  // all ranks together; bytes_per_step = bytes / steps
+  // The ranks' ExposedStat summed, most exposed first; measured_steps is the ranks' largest.
+  std::vector<ExposedStat> exposed;
+  int measured_steps = 0;
   std::vector<RankSummary> ranks;
   StragglerReport stragglers;  // who waited for whom, memory imbalance (stragglers.hpp)
 };
