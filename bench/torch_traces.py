@@ -67,8 +67,10 @@ def worker(rank, a):
         from torch.nn.parallel import DistributedDataParallel
         net = DistributedDataParallel(net)
     elif a.strategy == "fsdp1":
-        from torch.distributed.fsdp import FullyShardedDataParallel, ModuleWrapPolicy
-        net = FullyShardedDataParallel(net, auto_wrap_policy=ModuleWrapPolicy({Block}))
+        from torch.distributed.fsdp import FullyShardedDataParallel
+        from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+        net = FullyShardedDataParallel(net, auto_wrap_policy=ModuleWrapPolicy({Block}),
+                                       device_id=torch.device("cpu"))
     else:
         from torch.distributed.fsdp import fully_shard
         for b in net.blocks:

@@ -114,6 +114,24 @@ TEST(ImportTorchTrace, Fsdp2TraceGivesItsUnitsCollectivesAndStates) {
   }
 }
 
+// FSDP1 (FullyShardedDataParallel with ModuleWrapPolicy on each block) moves what FSDP2 does:
+// the root and both blocks gathered for the forward, the blocks again for the backward, each
+// unit's gradient reduced once; its labels name no module, so there are no units.
+TEST(ImportTorchTrace, Fsdp1TraceMovesWhatFsdp2Does) {
+  const std::string out = fresh("fsdp1");
+  import_torch_traces({kData + "fsdp1"}, out);
+  const RunData run = read_run(out);
+  EXPECT_EQ(run.meta.at("units").size(), 1u);
+  EXPECT_EQ(run.meta.at("imported").at("reduce_scatter_as_all_reduce"), 12);
+  EXPECT_EQ(run.meta.at("imported").at("comm_without_issuing_call"), 0);
+  const RunSummary s = compute_summary(run);
+  const int64_t calls = 2 * 2;  // steps x ranks
+  EXPECT_EQ(op(s, CommOp::all_gather).calls, 5 * calls);
+  EXPECT_EQ(op(s, CommOp::all_gather).bytes, 4 * (kRoot + 4 * kBlock) * calls);
+  EXPECT_EQ(op(s, CommOp::all_reduce).calls, 3 * calls);
+  EXPECT_EQ(op(s, CommOp::all_reduce).bytes, 4 * (kRoot + 2 * kBlock) * calls);
+}
+
 TEST(ImportTorchTrace, DdpTraceIsOneBucketAllReduce) {
   const std::string out = fresh("ddp");
   import_torch_traces({kData + "ddp/rank1.json.gz", kData + "ddp/rank0.json.gz"}, out);
