@@ -340,6 +340,8 @@ SUMMARY_RULES = TIMED + [
     r"^(?:step time ms, median|tokens/s \(all ranks\)|  comm ms|  exposed comm ms)((?: +" + NUM
     + ")+)$",
     r"; median step time (" + NUM + "x)",
+    # exposed comm by collective and unit: times, and the order they sort the rows in
+    r"^([a-z_]\S* +.+? +" + NUM + r" +" + NUM + r" +" + NUM + r" +" + NUM + r")$",
 ]
 
 
@@ -478,12 +480,22 @@ def corpus_table(cwd):
     # this machine's memory and thread counts.
     text = open(table, encoding="utf-8").read().rstrip("\n")
     return mark_timing(text, TIMED + [r"this machine's (" + NUM + r" [KMGT]iB)",
-                                      r"the (\d+) hardware threads", r"rank (\d+): could not start",
+                                      r"the (\d+) hardware threads",
+                                      # which rank ran out of threads, and so where the cell's
+                                      # message is cut
+                                      r"rank (\d+: could not start a thread[^`]*)",
                                       r"(\d+) vertices", r"step time ms: (.*?)`",
                                       r"rank (\d+): step \d+: loss is NaN",
+                                      # a diverging run's loss (lr 1000): its last digits
+                                      # differ from run to run
+                                      r"loss (" + NUM + r") is above 2 x the best loss",
                                       # a run's own clock, quoted by the impossible-event cases
                                       r"not (\d+), (\d+), (\d+)\)",
-                                      r"\(t (\d+) before the previous memory event's t (\d+):"])
+                                      r"\(t (\d+) before the previous memory event's t (\d+):",
+                                      # an edited index's checksums: of a checkpoint the
+                                      # corpus trains anew each run (they differ run to run)
+                                      r"index_crc32c is ([0-9a-f]{8}) but its content gives "
+                                      r"([0-9a-f]{8})"])
 
 
 def write_file(rel, text):
