@@ -394,6 +394,29 @@ def reliability_slow(cwd):
         r") ms .* step, (" + NUM + r") ms\)$"])
 
 
+# docs/reliability.md: rank 2 of an MPI job kills itself; mpirun tears the job down. The root and
+# 2-core flags are this machine's (the job runs as root, three ranks on two cores).
+MPI_KILL = ("mpirun --allow-run-as-root --oversubscribe --mca odls_base_sigkill_timeout 5 -np 3 "
+            "build/bin/shardlab train --backend mpi --model tiny --steps 6 --batch 12 "
+            "--kill-rank 2:3 --run-dir runs/killed")
+
+
+def mpi_kill(cwd):
+    """What the survivors say on stderr, the job's exit status, and `shardlab summary`'s account
+    of how the run ended (from flight.json). The survivors' lines are sorted: they write at once."""
+    run("rm -rf runs/killed", cwd)
+    out = run(MPI_KILL + ' 2>&1; echo "exit status $?"', cwd)
+    said = sorted(l for l in out.split("\n") if re.match(r"shardlab: rank \d+: terminated", l))
+    status = [l for l in out.split("\n") if l.startswith("exit status")]
+    if len(said) < 1 or not status or status[0] == "exit status 0":
+        sys.exit(f"docs/figures.py: `{MPI_KILL}` did not end as a killed job should:\n{out[-2000:]}")
+    summary = run("build/bin/shardlab summary runs/killed", cwd).split("\n")
+    ended = [l for l in summary[:12] if l.startswith(("how the run ended", "  rank "))]
+    cmd = MPI_KILL.replace("build/bin/", "").replace("-np 3 ", "-np 3 \\\n    ")
+    return fenced(cmd.split("\n") + ["..."] + said + status +
+                  ["", "shardlab summary runs/killed", "..."] + ended + ["..."])
+
+
 def load_module(name):
     """docs/NAME.py, a figure maker with its own command line."""
     spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "docs", name + ".py"))
@@ -642,6 +665,7 @@ FIGURES = [Figure(*row) for row in [
     ("summary-tiny", ["docs/observability.md"], summary_tiny),
     ("summary-compare", ["docs/collectives.md"], summary_compare),
     ("reliability-slow", ["docs/reliability.md"], reliability_slow),
+    ("mpi-kill", ["docs/reliability.md"], mpi_kill),
     ("corpus", ["docs/reliability.md"], corpus_table, False, "corpus"),
     ("viewer-tour", ["docs/viewer-tour.md"], viewer_tour),
     ("viewer-step", ["docs/viewer.md"], viewer_pictures("step")),

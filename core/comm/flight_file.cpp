@@ -47,8 +47,10 @@ class DirLock {
 
 std::string what_the_rank_was_doing(const FlightRecorder& flight) {
   const std::vector<CollectiveRecord> records = flight.records();
-  for (auto it = records.rbegin(); it != records.rend(); ++it)
-    if (it->state == CollectiveRecord::State::issued) return "waiting in " + describe(*it);
+  // The oldest still in flight is the one the rank waits on: with prefetch, later all-gathers are
+  // issued before it, and collectives complete in order.
+  for (const CollectiveRecord& r : records)
+    if (r.state == CollectiveRecord::State::issued) return "waiting in " + describe(r);
   const CollectiveRecord done = flight.last_completed();
   return done.seq == 0 ? std::string("busy before its first collective")
                        : "busy outside collectives since " + describe(done);

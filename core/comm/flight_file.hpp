@@ -9,8 +9,9 @@
 
 namespace shardlab {
 
-// "waiting in #14 all_gather unit 0 step 2 (...)" when a collective is in flight, else "busy
-// outside collectives since #13 ..." (or "before its first collective").
+// "waiting in #14 all_gather unit 0 step 2 (...)" when collectives are in flight (the oldest, the
+// one it waits on), else "busy outside collectives since #13 ..." (or "before its first
+// collective").
 std::string what_the_rank_was_doing(const FlightRecorder& flight);
 
 // Adds the entry of `flight`'s rank, ended by `signal`, to the flight.json at `path`: created with

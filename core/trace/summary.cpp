@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "core/base/error.hpp"
+#include "core/trace/flight_report.hpp"
 
 namespace shardlab {
 
@@ -710,11 +712,23 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
   }
 }
 
+// flight.json's account of a run that did not end by itself, before the tables. A damaged file is
+// said to be so, and the tables still follow: they are computed from the rank files alone.
+static void print_how_it_ended(const std::string& run_dir, int world_size, std::ostream& os) {
+  try {
+    if (const std::optional<FlightReport> f = read_flight_report(run_dir))
+      print_flight_report(*f, world_size, os);
+  } catch (const Error& e) {
+    os << "how the run ended: unknown, " << e.what() << "\n";
+  }
+}
+
 int print_summary(const std::string& run_dir, std::ostream& os) {
   try {
     RunData run = read_run(run_dir);
     os << "run " << run_dir << (run.finished() ? "" : " (not finished: no summary.json yet)")
        << "\n";
+    print_how_it_ended(run_dir, static_cast<int>(run.ranks.size()), os);
     print_summary_table(compute_summary(run), run.meta, os);
     return 0;
   } catch (const Error& e) {

@@ -151,3 +151,14 @@ have_viewer && bad viewer_at_step_beyond_the_run 'at-step 99: the run has steps 
   xvfb-run -a "$viewer" "$rd/base" --frames 3 --at-step 99
 have_viewer && good viewer_mark_off_its_panel 'mark 1:memory:5:1000:0: not drawn' \
   xvfb-run -a "$viewer" "$rd/base" --frames 3 --mark 1:memory:5:1000
+
+# flight.json (written by the watchdog, or by the survivors of a killed MPI rank) damaged: the
+# summary says how the run ended is unknown and why, and still prints its tables.
+d=$(run_copy flight_truncated); printf '{"reason": "x", "ranks": [' >"$d/flight.json"
+good summary_flight_json_truncated 'how the run ended: unknown, .*flight.json' \
+  "$SHARDLAB" summary "$d"
+d=$(run_copy flight_rank_twice)
+printf '{"reason": "x", "ranks": [{"rank": 1, "step": 2, "doing": "d"}, {"rank": 1, "step": 2, "doing": "d"}]}' \
+  >"$d/flight.json"
+good summary_flight_json_rank_twice 'flight.json: ranks\[1\]: rank 1 is listed twice' \
+  "$SHARDLAB" summary "$d"

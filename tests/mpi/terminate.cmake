@@ -5,7 +5,7 @@
 # follows its SIGTERM after odls_base_sigkill_timeout (1 s by default); on a loaded machine that
 # can be too short, so the test gives the survivors 5 s, and requires every survivor in flight.json and at least one
 # survivor's line on stderr (mpirun may stop forwarding a rank's output once it has decided to
-# end the job).
+# end the job). `shardlab summary` of the run then says how it ended.
 # Run with -DMPIEXEC=... -DMPI_FLAGS=... -DSHARDLAB=... -DWORK_DIR=...
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -39,4 +39,13 @@ list(SORT seen)
 if(NOT seen STREQUAL "0;1")
   message(FATAL_ERROR "flight.json holds ranks '${seen}', not 0 and 1:\n${flight}")
 endif()
-message(STATUS "exit ${rc}; ranks 0 and 1 said what they were doing and are in flight.json")
+# `shardlab summary` says how the run ended, naming the rank that is missing.
+execute_process(COMMAND ${SHARDLAB} summary ${WORK_DIR}/run RESULT_VARIABLE src
+                OUTPUT_VARIABLE sout ERROR_VARIABLE serr TIMEOUT 60)
+if(NOT src EQUAL 0 OR NOT sout MATCHES "how the run ended \\([^\n]*flight.json\\): the job was torn down"
+   OR NOT sout MATCHES "\n  rank 0: \\(step [0-9]+\\) ended by SIGTERM while "
+   OR NOT sout MATCHES "\n  rank 2: not in the file")
+  message(FATAL_ERROR "summary does not say how the run ended (exit ${src}):\n${sout}${serr}")
+endif()
+message(STATUS "exit ${rc}; ranks 0 and 1 said what they were doing and are in flight.json; "
+        "summary names rank 2 as missing")
