@@ -21,6 +21,7 @@
 #include "core/device/cpu_speed.hpp"
 #include "core/device/device_model.hpp"
 #include "core/device/meta_device.hpp"
+#include "core/fsdp/memory_plan.hpp"
 #include "core/kernels/attention.hpp"
 #include "core/kernels/elementwise.hpp"
 #include "core/kernels/gelu.hpp"
@@ -318,6 +319,35 @@ TEST(SimDeviceModel, RanksBeyondTheNodesDevicesShareThem) {
   EXPECT_PRED2(contains, spec_error(j), "field 'devices_per_node' = 0 must be in [1, 1048576]");
   j["devices_per_node"] = "two";
   EXPECT_PRED2(contains, spec_error(j), "field 'devices_per_node' must be an integer");
+}
+
+// `plan --cluster` and `simulate` price one step alike, on a spec whose ranks share the node's
+// devices and compute slower in lockstep too (the plan's meta device once stood for one rank alone,
+// 2.5x faster here than the simulated one).
+TEST(SimDeviceModel, PlanAndSimulatePriceOneStepAlikeOnASharedNode) {
+  nlohmann::json j = nlohmann::json::parse(cluster_preset_json("h100-sxm"));
+  j["devices_per_node"] = 4;
+  j["efficiency"] = {{"lockstep_compute_efficiency", 0.8}};
+  const auto spec = std::make_shared<const ClusterSpec>(parse_cluster_spec(j, "test spec"));
+  const GPTConfig m = GPTConfig::preset("small");
+  EngineConfig e;
+  e.strategy = Strategy::full_shard;
+  PlanInput in = plan_input(e, 8, m, 2, 128);
+  in.cluster = spec;
+  const MemoryPlan plan = plan_memory(in);
+
+  TrainConfig cfg;
+  cfg.model = "small";
+  cfg.ranks = 8;
+  cfg.batch = 16;  // the global batch: 2 per rank
+  cfg.seq = 128;
+  cfg.steps = 1;
+  cfg.engine = e;
+  cfg.cluster_spec = spec;
+  std::ostringstream out;
+  const SimulateResult sim = run_simulation(cfg, out);
+  ASSERT_GT(plan.step_s, 0);
+  EXPECT_NEAR(plan.step_s / sim.step_s, 1.0, 0.01) << out.str();
 }
 
 TEST(SimDeviceModel, LockstepSpeedIsTheSlowestCpuPerWindow) {

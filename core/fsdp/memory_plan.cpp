@@ -136,7 +136,9 @@ void simulate_step(MemoryPlan& plan) {
   VirtualClock clock;
   ScopedVirtualClock on_this_thread(clock);
   MemoryTracker tracker(0);
-  MetaDevice dev(tracker, *spec, clock, math);
+  // Rank 0 of in.world, as launch_sim builds each simulated rank: ranks sharing a node's devices
+  // compute at their share, and ranks in lockstep at the spec's lockstep efficiency.
+  MetaDevice dev(tracker, *spec, clock, math, MetaTier::device, in.world);
   std::unique_ptr<Recorder> rec = Recorder::disabled(0);
   std::unique_ptr<Communicator> world = make_sim_communicator(spec, in.world, 0, clock);
   world->set_recorder(rec.get());
