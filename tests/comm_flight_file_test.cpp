@@ -108,6 +108,9 @@ TEST(FlightReport, RefusesWhatCannotBeNamingTheFileAndField) {
   EXPECT_NE(error_of(R"({"reason": "x", "ranks": [{"rank": -3, "step": 2}]})")
                 .find(path + ": ranks[0]: field 'rank' = -3 is out of range"),
             std::string::npos);
+  EXPECT_NE(error_of(R"({"reason": "x", "ranks": [{"rank": 0, "step": 34359738368}]})")
+                .find("field 'step' = 34359738368 is out of range"),
+            std::string::npos);
   EXPECT_NE(error_of(R"({"reason": "x", "ranks": [{"rank": 0, "step": 2, "collectives": 7}]})")
                 .find("field 'collectives' must be an array"),
             std::string::npos);

@@ -1,6 +1,7 @@
 #include "core/trace/flight_report.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -70,7 +71,7 @@ std::optional<FlightReport> read_flight_report(const std::string& run_dir) {
     if (e.contains("answered") && e.at("answered") == false) {
       r.answered = false;
     } else {
-      r.step = static_cast<int>(json_int(e, "step", where, -1, int64_t(1) << 40));
+      r.step = static_cast<int>(json_int(e, "step", where, -1, std::numeric_limits<int>::max()));
       r.doing = e.contains("doing") ? json_string(e, "doing", where)
                                     : doing_from_records(e.value("collectives", json()), where);
       if (e.contains("terminated_by")) r.ended_by = json_string(e, "terminated_by", where);
