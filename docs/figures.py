@@ -111,9 +111,9 @@ def plan_7b_a100(cwd):
     """Llama 2 7B full_shard on 4 of the a100-40gb preset's GPUs, T = 2048, bf16, flash attention:
     B 1..4 per rank, with and without act-ckpt, offload none / optim / params. One `shardlab plan`
     per row."""
-    rows = ["| B per rank | act-ckpt | offload | device peak GiB | host peak GiB | fits 40 GiB | "
-            "step s | tokens/s (4 ranks) |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rows = ["| B per rank | act-ckpt | offload | device peak GiB | headroom GiB | host peak GiB | "
+            "fits 40 GiB | step s | tokens/s (4 ranks) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     base = ("build/bin/shardlab plan --model llama2-7b --ranks 4 --seq 2048 --param-dtype bf16 "
             "--reduce-dtype bf16 --attention flash --strategy full_shard --mem-limit 40GiB "
             "--cluster a100-40gb")
@@ -127,14 +127,15 @@ def plan_7b_a100(cwd):
                 if len(line) != 1:
                     sys.exit(f"docs/figures.py: `{cmd}` printed no full_shard row:\n{out}")
                 f = line[0].split()
-                # strategy N G params grads optim persist transient peak padding [host] fits
-                # step tokens/s exposed
-                peak = float(f[8]) / 1024
-                host = float(f[10]) / 1024 if off != "none" else 0.0
-                fits = f[11] if off != "none" else f[10]
+                # strategy N G params grads optim persist transient peak padding headroom [host]
+                # fits step tokens/s exposed
+                peak, headroom = float(f[8]) / 1024, float(f[10]) / 1024
+                host = float(f[11]) / 1024 if off != "none" else 0.0
+                fits = f[12] if off != "none" else f[11]
                 step_ms, tps = float(f[-3]), float(f[-2])
                 rows.append(f"| {b} | {'yes' if ckpt else 'no'} | {off} | {peak:.1f} | "
-                            f"{host:.1f} | {fits} | {step_ms / 1e3:.2f} | {tps:,.0f} |")
+                            f"{headroom:.2f} | {host:.1f} | {fits} | {step_ms / 1e3:.2f} | "
+                            f"{tps:,.0f} |")
     cmd = base.replace("build/bin/", "") + " --batch B [--act-ckpt] --offload none|optim|params"
     return "\n".join([f"`{cmd}`, one row each:", ""] + rows)
 

@@ -146,6 +146,39 @@ TEST(FsdpPlan, CapacityDecidesFit) {
   EXPECT_THROW(plan_memory(in), InvalidArgument);
 }
 
+TEST(FsdpPlan, OnAClusterFitsCountsTheGpusHeadroom) {
+  // The communicators each strategy uses: NCCL's buffers come per communicator.
+  EXPECT_EQ(communicators_used(Strategy::full_shard, 1, 0), 0);
+  EXPECT_EQ(communicators_used(Strategy::no_shard, 8, 0), 1);
+  EXPECT_EQ(communicators_used(Strategy::shard_optim, 8, 0), 1);
+  EXPECT_EQ(communicators_used(Strategy::full_shard, 64, 0), 1);
+  EXPECT_EQ(communicators_used(Strategy::hybrid_shard, 64, 8), 2);
+  EXPECT_EQ(communicators_used(Strategy::hybrid_shard, 64, 64), 1);  // G = N: full_shard's
+
+  EngineConfig e;
+  e.strategy = Strategy::hybrid_shard;
+  e.hybrid_group = 8;
+  PlanInput in = plan_input(e, 16, GPTConfig::preset("small"), 4, 128);
+  const MemoryPlan bare = plan_memory(in);  // no cluster: no headroom
+  EXPECT_EQ(bare.headroom.total(), 0);
+  in.cluster = std::make_shared<const ClusterSpec>(load_cluster_spec("h100-sxm"));
+  const MemoryPlan p = plan_memory(in);
+  const Headroom& h = in.cluster->headroom;
+  EXPECT_EQ(p.headroom.context, h.context_bytes);
+  EXPECT_EQ(p.headroom.communicators, 2);
+  EXPECT_EQ(p.headroom.nccl, 2 * h.nccl_bytes_per_communicator);
+  EXPECT_EQ(p.headroom.fragmentation,
+            static_cast<int64_t>(std::ceil(h.fragmentation * static_cast<double>(p.peak_total()))));
+  // A capacity of exactly peak + headroom fits; a byte less does not, though the peak alone would.
+  in.capacity = p.peak_total() + p.headroom.total();
+  EXPECT_TRUE(plan_memory(in).fits());
+  in.capacity -= 1;
+  EXPECT_FALSE(plan_memory(in).fits());
+  EXPECT_GT(in.capacity, p.peak_total());
+  EXPECT_NE(p.headroom.describe().find("(2 communicators)"), std::string::npos)
+      << p.headroom.describe();
+}
+
 TEST(FsdpPlan, WrapPolicyDecidesTheUnitsAndTheGatheredPeak) {
   // small (C = 256, 4 blocks) on 4 ranks, full_shard, fp32. The units are the policy's; the
   // gathered peak is the root plus the current and the prefetched unit (prefetch 1).

@@ -98,6 +98,7 @@ TEST(Recommend, SearchSpaceIsEveryStrategyGroupPrefetchCheckpointSplitAndDtype) 
 TEST(Recommend, UnderACapThatOnlyShardedParametersFitTheBestIsFullShardOrHybrid) {
   RecommendOptions o = tiny16();
   o.dtypes = {DType::bf16};
+  o.cluster_overrides.headroom = "none";  // caps of MiB: compare the tracked peaks alone
   int64_t full_params_min = std::numeric_limits<int64_t>::max();
   for (Strategy s : {Strategy::no_shard, Strategy::shard_optim, Strategy::shard_grad_op})
     full_params_min = std::min(full_params_min, peak_of(o, s, true, 2));
@@ -140,6 +141,7 @@ TEST(Recommend, OffloadIsSearchedWhenAskedAndHostMemoryIsCapped) {
   o.ranks = 2;
   o.global_batch = 4;
   o.dtypes = {DType::bf16};
+  o.cluster_overrides.headroom = "none";  // caps of MiB: compare the tracked peaks alone
   const size_t plain = recommend_candidates(o, 8).size();
   size_t sharded = 0;
   for (const RecommendCandidate& x : recommend_candidates(o, 8))
@@ -321,4 +323,29 @@ TEST(Recommend, PyTorchSettingsSayTheSameConfiguration) {
   c.strategy = Strategy::shard_optim;
   EXPECT_NE(pytorch_settings(c, 8, 64, 1024).find("ZeRO-1: no fully_shard setting"),
             std::string::npos);
+}
+
+// A cap between the leanest peak and that peak plus the GPU's headroom fits nothing: "fits" is
+// the peak and the headroom together, and the message says what both need.
+TEST(Recommend, TheGpusHeadroomCountsAgainstTheCap) {
+  RecommendOptions o = tiny16();
+  o.dtypes = {DType::bf16};
+  o.mem_cap = int64_t(1) << 20;
+  std::ostringstream a;
+  const RecommendResult none_fits = recommend(o, a, nullptr);
+  ASSERT_TRUE(none_fits.best.empty());
+  const RecommendRow& lean = none_fits.leanest;
+  ASSERT_GT(lean.headroom_bytes, 0);
+  // The default headroom: context 1.15 GiB + NCCL 1 GiB (one communicator) + 1.7% of the peak.
+  EXPECT_GE(lean.headroom_bytes, Headroom::gib(2.15));
+  o.mem_cap = lean.peak_bytes + lean.headroom_bytes - 1;
+  std::ostringstream b;
+  EXPECT_TRUE(recommend(o, b, nullptr).best.empty()) << b.str();
+  o.mem_cap += 1;
+  std::ostringstream c;
+  const RecommendResult r = recommend(o, c, nullptr);
+  ASSERT_FALSE(r.best.empty()) << c.str();
+  for (const RecommendRow& row : r.best)
+    EXPECT_LE(row.peak_bytes + row.headroom_bytes, o.mem_cap) << row.command;
+  EXPECT_NE(c.str().find("fits: peak + headroom <= the cap"), std::string::npos) << c.str();
 }

@@ -160,12 +160,89 @@ TEST(SimClusterLimits, EveryPresetRoundTripsThroughItsJson) {
     EXPECT_EQ(b.intra_node.bandwidth, a.intra_node.bandwidth) << n;
     EXPECT_EQ(b.inter_node.bandwidth, a.inter_node.bandwidth) << n;
     EXPECT_EQ(b.host_link.bandwidth, a.host_link.bandwidth) << n;
+    EXPECT_EQ(b.headroom.context_bytes, a.headroom.context_bytes) << n;
+    EXPECT_EQ(b.headroom.nccl_bytes_per_communicator, a.headroom.nccl_bytes_per_communicator) << n;
+    EXPECT_EQ(b.headroom.fragmentation, a.headroom.fragmentation) << n;
     EXPECT_NE(a.json.value("source", "").find("datasheet"), std::string::npos) << n;
+    // Each GPU preset states its headroom, and states Headroom's documented defaults.
+    ASSERT_TRUE(a.json.contains("headroom")) << n;
+    const Headroom d;
+    EXPECT_EQ(a.headroom.context_bytes, d.context_bytes) << n;
+    EXPECT_EQ(a.headroom.nccl_bytes_per_communicator, d.nccl_bytes_per_communicator) << n;
+    EXPECT_EQ(a.headroom.fragmentation, d.fragmentation) << n;
   }
+  // B200: NVLink 5 doubles the H100's NVLink 4, its dense BF16 is 2.27x the H100's.
+  const ClusterSpec b200 = load_cluster_spec("b200"), h = load_cluster_spec("h100-sxm");
+  EXPECT_EQ(b200.intra_node.bandwidth, 2 * h.intra_node.bandwidth);
+  EXPECT_EQ(b200.peak(GemmMath::bf16), 2250e12);
   // The 80 GB A100 differs from the 40 GB one in memory only; the H200 from the H100 the same.
   const ClusterSpec a40 = load_cluster_spec("a100-40gb"), a80 = load_cluster_spec("a100-80gb");
   EXPECT_EQ(a80.memory_bytes, 2 * a40.memory_bytes);
   EXPECT_EQ(a80.peak_flops[2], a40.peak_flops[2]);
   EXPECT_GT(load_cluster_spec("h200").memory_bandwidth,
             load_cluster_spec("h100-sxm").memory_bandwidth);
+}
+
+TEST(SimClusterLimits, HeadroomReadsRefusesAndDefaults) {
+  // A spec without "headroom" is a GPU's: the defaults.
+  nlohmann::json j = h100();
+  j.erase("headroom");
+  const ClusterSpec bare = parse_cluster_spec(j, "spec x.json");
+  EXPECT_EQ(bare.headroom.context_bytes, Headroom::gib(Headroom::kDefaultContextGiB));
+  EXPECT_EQ(bare.headroom.nccl_bytes_per_communicator, Headroom::gib(1.0));
+  EXPECT_DOUBLE_EQ(bare.headroom.fragmentation, 0.017);
+  // Given fields replace the defaults one by one; zero is a valid headroom.
+  j["headroom"] = {{"context_GiB", 0.5}, {"fragmentation", 0}};
+  const ClusterSpec some = parse_cluster_spec(j, "spec x.json");
+  EXPECT_EQ(some.headroom.context_bytes, int64_t(1) << 29);
+  EXPECT_EQ(some.headroom.nccl_bytes_per_communicator, Headroom::gib(1.0));
+  EXPECT_EQ(some.headroom.fragmentation, 0.0);
+  j["headroom"] = {{"context_gib", 1}};
+  EXPECT_HAS(error_of(j), "unknown field 'headroom.context_gib' (did you mean 'context_GiB'?");
+  j["headroom"] = {{"fragmentation", -0.1}};
+  EXPECT_HAS(error_of(j), "field 'headroom.fragmentation' = -0.1 must be >= 0");
+  j["headroom"] = {{"nccl_GiB_per_communicator", 79}, {"context_GiB", 1}};
+  EXPECT_HAS(error_of(j), "leave nothing of gpu.memory_GiB (80.00 GiB)");
+  j["headroom"] = "lots";
+  EXPECT_HAS(error_of(j), "field 'headroom' must be an object");
+
+  // --headroom: partial changes, "none", a percentage; bad text named.
+  nlohmann::json k = h100();
+  apply_headroom_option("nccl=512MiB,fragmentation=5%", k);
+  const ClusterSpec opt = parse_cluster_spec(k, "spec x.json");
+  EXPECT_EQ(opt.headroom.nccl_bytes_per_communicator, int64_t(512) << 20);
+  EXPECT_DOUBLE_EQ(opt.headroom.fragmentation, 0.05);
+  EXPECT_EQ(opt.headroom.context_bytes, Headroom::gib(1.15));  // the preset's, kept
+  apply_headroom_option("none", k);
+  const ClusterSpec none = parse_cluster_spec(k, "spec x.json");
+  EXPECT_EQ(none.headroom.context_bytes + none.headroom.nccl_bytes_per_communicator, 0);
+  EXPECT_EQ(none.headroom.fragmentation, 0.0);
+  for (const char* bad : {"context", "context=", "ctx=1GiB", "context=lots", "fragmentation=x"}) {
+    nlohmann::json b = h100();
+    EXPECT_THROW(apply_headroom_option(bad, b), InvalidArgument) << bad;
+  }
+}
+
+TEST(SimClusterLimits, FabricsReplaceTheLinkBetweenNodes) {
+  ClusterOverrides ov;
+  ov.fabric = "eth25";
+  const ClusterSpec eth = load_cluster_spec("h100-sxm", ov);
+  EXPECT_DOUBLE_EQ(eth.inter_node.bandwidth, 25e9 / 8);
+  EXPECT_DOUBLE_EQ(eth.inter_node.latency, 30e-6);
+  EXPECT_HAS(eth.name, "with --fabric eth25");
+  // Every named fabric reads as a link, and none is faster than its line rate.
+  for (const std::string& f : fabric_names()) {
+    ov.fabric = f;
+    const ClusterSpec s = load_cluster_spec("a100-80gb", ov);
+    EXPECT_GT(s.inter_node.bandwidth, 0) << f;
+    EXPECT_LE(s.inter_node.bandwidth, 400e9 / 8) << f;
+  }
+  ov.fabric = "ndr";
+  try {
+    load_cluster_spec("h100-sxm", ov);
+    FAIL() << "an unknown fabric was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_HAS(e.what(), "--fabric 'ndr': unknown");
+    EXPECT_HAS(e.what(), "ndr400");
+  }
 }

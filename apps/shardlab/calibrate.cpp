@@ -342,6 +342,13 @@ nlohmann::json calibrate_this_machine(const CalibrateOptions& o, std::ostream& l
       // CPU ranks' host tier (--offload) is the same memory: the same measured bandwidth, not the
       // default a GPU's share of a server's host memory gets.
       {"host", {{"memory_bandwidth_GBps", bw * 1e-9}}},
+      // The CPU device allocates what its tracker counts and has no context or NCCL: "fits" is
+      // the tracked peak, as train's --mem-limit compares it.
+      {"headroom",
+       {{"context_GiB", 0},
+        {"nccl_GiB_per_communicator", 0},
+        {"fragmentation", 0},
+        {"source", "CPU ranks: no CUDA context, no NCCL, the tracker's bytes are what is held"}}},
       {"efficiency",
        {{"gemm_efficiency", 1.0},
         {"gemm_half_dim", g.half_dim},

@@ -99,6 +99,16 @@ void add_cluster_overrides(CLI::App* cmd, ClusterOverrides& ov) {
   cmd->add_option("--inter-node-gbps", ov.inter_node_gbps,
                   "change --cluster's link between nodes, per GPU, in Gbit/s (400: InfiniBand "
                   "NDR, 200: HDR, 100 or 25: Ethernet; 0: the spec's)");
+  std::string fabrics;
+  for (const std::string& f : fabric_names()) fabrics += (fabrics.empty() ? "" : " | ") + f;
+  cmd->add_option(
+      "--fabric", ov.fabric,
+      "change --cluster's link between nodes to a fabric: " + fabrics +
+          " (InfiniBand NDR / HDR, RoCE, Ethernet over TCP; per GPU; docs/simulate.md)");
+  cmd->add_option("--headroom", ov.headroom,
+                  "what a GPU holds beyond the tracked peak, for \"fits\": none, or any of "
+                  "context=SIZE,nccl=SIZE,fragmentation=FRACTION (NCCL per communicator, "
+                  "fragmentation of the peak; default the spec's: presets 1.15GiB, 1GiB, 1.7%)");
 }
 
 CliCommand add_simulate_command(CLI::App& app) {
@@ -150,8 +160,8 @@ CliCommand add_simulate_command(CLI::App& app) {
             if (o->cfg.cluster == "this-machine") {
               if (!o->overrides.empty())
                 SL_THROW(InvalidArgument,
-                         "--cluster this-machine is measured as it is: "
-                         "--nodes, --gpus-per-node and --inter-node-gbps change a preset or a "
+                         "--cluster this-machine is measured as it is: --nodes, --gpus-per-node, "
+                         "--inter-node-gbps, --fabric and --headroom change a preset or a "
                          "cluster file");
               o->cfg.cluster_spec = std::make_shared<const ClusterSpec>(parse_cluster_spec(
                   measure_this_machine(o->cfg.ranks, std::cout), "this-machine"));

@@ -79,8 +79,8 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
   std::shared_ptr<const ClusterSpec> cluster;
   if (o.cluster.empty() && !o.cluster_overrides.empty())
     SL_THROW(InvalidArgument,
-             "--nodes, --gpus-per-node and --inter-node-gbps change --cluster's "
-             "spec: give --cluster");
+             "--nodes, --gpus-per-node, --inter-node-gbps, --fabric and --headroom change "
+             "--cluster's spec: give --cluster");
   if (!o.cluster.empty()) {
     if (states_only)
       SL_THROW(InvalidArgument, "--cluster with --params: timing needs a model shape (--model)");
@@ -115,7 +115,8 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
       in.cluster = cluster;
       if (!o.math.empty()) in.math = parse_gemm_math(o.math);
     }
-    in.capacity = o.capacity;
+    // On a cluster "fits" compares with its GPU's memory unless --mem-limit names a capacity.
+    in.capacity = o.capacity > 0 || !cluster || states_only ? o.capacity : cluster->memory_bytes;
     plans.push_back(plan_memory(in));
   }
 
@@ -148,6 +149,16 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
                     : std::string(": memory only (--cluster adds time)"))
         << "\n";
   out << format_plan_table(plans, o.decimal);
+  if (cluster && !states_only && !plans.empty()) {
+    const Headroom& h = cluster->headroom;
+    char pct[32];
+    std::snprintf(pct, sizeof pct, "%.1f%%", 100.0 * h.fragmentation);
+    out << "fits: peak + headroom <= " << format_bytes(plans.front().input.capacity)
+        << (o.capacity > 0 ? " (--mem-limit)" : " (the GPU's memory)") << "; headroom: context "
+        << format_bytes(h.context_bytes) << " + NCCL "
+        << format_bytes(h.nccl_bytes_per_communicator) << " per communicator + fragmentation "
+        << pct << " of the peak (--headroom; docs/simulate.md)\n";
+  }
   if (!refused.empty()) {
     out << "not planned with --offload params (they keep full parameters on every rank, so there "
            "is no shard to copy up; train refuses them):";
@@ -176,7 +187,10 @@ int plan_command(const PlanCommandOptions& o, std::ostream& out) {
                   v(MemCategory::comm_buffers), v(MemCategory::workspace));
     out << line;
   }
-  if (o.capacity > 0 || o.engine.host_mem_limit > 0) {
+  const bool limited = std::any_of(plans.begin(), plans.end(), [](const MemoryPlan& p) {
+    return p.input.capacity > 0 || p.input.engine.host_mem_limit > 0;
+  });
+  if (limited) {
     for (const MemoryPlan& p : plans)
       if (p.fits()) return 0;
     return 2;

@@ -66,6 +66,8 @@ std::string command_of(const RecommendOptions& o, const RecommendCandidate& c) {
   if (ov.nodes > 0) s << " --nodes " << ov.nodes;
   if (ov.gpus_per_node > 0) s << " --gpus-per-node " << ov.gpus_per_node;
   if (ov.inter_node_gbps > 0) s << " --inter-node-gbps " << ov.inter_node_gbps;
+  if (!ov.fabric.empty()) s << " --fabric " << ov.fabric;
+  if (!ov.headroom.empty()) s << " --headroom " << ov.headroom;
   if (o.seq > 0) s << " --seq " << o.seq;
   if (o.attention != AttentionKernel::naive)
     s << " --attention " << attention_kernel_name(o.attention);
@@ -161,9 +163,10 @@ void print_best(const RecommendOptions& o, const RecommendResult& res, std::ostr
   out << "\nwhy:\n";
   for (size_t i = 0; i < res.best.size(); ++i) {
     const RecommendRow& r = res.best[i];
-    out << "  #" << (i + 1) << " peak " << format_bytes(r.peak_bytes) << " of "
-        << format_bytes(res.cap) << " ("
-        << fmt("%.0f", 100.0 * static_cast<double>(r.peak_bytes) / static_cast<double>(res.cap))
+    out << "  #" << (i + 1) << " peak " << format_bytes(r.peak_bytes) << " + headroom "
+        << format_bytes(r.headroom_bytes) << " of " << format_bytes(res.cap) << " ("
+        << fmt("%.0f", 100.0 * static_cast<double>(r.peak_bytes + r.headroom_bytes) /
+                           static_cast<double>(res.cap))
         << "%)";
     if (r.host_peak_bytes >= 0) out << ", host " << format_bytes(r.host_peak_bytes);
     out << "; step " << ms(r.step_s) << ": compute " << ms(r.compute_s) << ", exposed comm "
@@ -279,6 +282,11 @@ RecommendResult recommend(const RecommendOptions& o, std::ostream& out, std::ost
       << format_bytes(res.cap) << " per rank"
       << (o.mem_cap > 0 ? " (--mem-limit)" : " (the GPU's memory)")
       << (o.host_cap > 0 ? ", host tier " + format_bytes(o.host_cap) + " per rank" : "") << "\n"
+      << "fits: peak + headroom <= the cap; headroom: context "
+      << format_bytes(spec->headroom.context_bytes) << " + NCCL "
+      << format_bytes(spec->headroom.nccl_bytes_per_communicator)
+      << " per communicator + fragmentation " << fmt("%.1f", 100.0 * spec->headroom.fragmentation)
+      << "% of the peak (--headroom)\n"
       << "full_shard and hybrid_shard keep the root gathered into the backward (--keep-root), as "
          "PyTorch's FSDP does\n";
 
@@ -334,12 +342,15 @@ RecommendResult recommend(const RecommendOptions& o, std::ostream& out, std::ost
       row.tokens_per_s = r.tokens_per_s;
       row.mfu = r.mfu;
       row.peak_bytes = r.peak_bytes;
+      row.headroom_bytes = r.headroom.total();
       row.host_peak_bytes = r.train.host_peak_bytes;
       row.command = command_of(o, c);
       RecommendRow& least = least_of_strategy[static_cast<int>(c.strategy)];
-      if (least.peak_bytes == 0 || row.peak_bytes < least.peak_bytes) least = row;
-      if (res.leanest.peak_bytes == 0 || row.peak_bytes < res.leanest.peak_bytes) res.leanest = row;
-      fit = row.peak_bytes <= res.cap &&
+      // Leanest by what the GPU must hold: the peak and the headroom (more communicators, more).
+      const auto needs = [](const RecommendRow& x) { return x.peak_bytes + x.headroom_bytes; };
+      if (least.peak_bytes == 0 || needs(row) < needs(least)) least = row;
+      if (res.leanest.peak_bytes == 0 || needs(row) < needs(res.leanest)) res.leanest = row;
+      fit = row.peak_bytes + row.headroom_bytes <= res.cap &&
             (o.host_cap <= 0 || row.host_peak_bytes < 0 || row.host_peak_bytes <= o.host_cap);
       if (fit)
         fits.push_back(row);
@@ -413,7 +424,8 @@ RecommendResult recommend(const RecommendOptions& o, std::ostream& out, std::ost
     else if (it == best_of_strategy.end())
       std::snprintf(line, sizeof line, "  %-14s nothing fits %s: its leanest needs %s (%s)\n",
                     strategy_name(s), format_bytes(res.cap).c_str(),
-                    format_bytes(least.peak_bytes).c_str(), settings(least.c).c_str());
+                    format_bytes(least.peak_bytes + least.headroom_bytes).c_str(),
+                    settings(least.c).c_str());
     else
       std::snprintf(line, sizeof line, "  %-14s %9.0f tokens/s, peak %s (%s)\n", strategy_name(s),
                     it->tokens_per_s, format_bytes(it->peak_bytes).c_str(),
@@ -436,7 +448,9 @@ int recommend_command(const RecommendOptions& o, std::ostream& out, std::ostream
   }
   const RecommendCandidate& c = r.leanest.c;
   out << "nothing fits " << format_bytes(r.cap) << " per rank: the leanest configuration ("
-      << settings(c) << ") needs " << format_bytes(r.leanest.peak_bytes)
+      << settings(c) << ") needs " << format_bytes(r.leanest.peak_bytes + r.leanest.headroom_bytes)
+      << " (peak " << format_bytes(r.leanest.peak_bytes) << " + headroom "
+      << format_bytes(r.leanest.headroom_bytes) << ")"
       << "; raise --mem-limit, add ranks, or shrink the batch or the model"
       << (o.offloads.size() == 1 && o.offloads.front() == Offload::none
               ? ", or search host-memory offload too (--offloads none,optim,params)"

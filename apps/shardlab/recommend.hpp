@@ -60,6 +60,7 @@ struct RecommendRow {
   RecommendCandidate c;
   double step_s = 0, tokens_per_s = 0, mfu = 0;
   int64_t peak_bytes = 0;
+  int64_t headroom_bytes = 0;    // the GPU's beyond the peak (SimulateResult::headroom)
   int64_t host_peak_bytes = -1;  // the host tier's peak under offload (-1: none)
   double exposed_comm_s = -1, compute_s = -1, comm_s = -1;  // the printed rows only
   std::string command;                                      // `shardlab simulate ...`
@@ -71,11 +72,11 @@ struct RecommendResult {
   int64_t candidates = 0;          // configurations in the search space
   int64_t simulated = 0;           // run through the simulator
   int64_t dropped = 0;             // simulated and over the cap
-  RecommendRow leanest;            // the smallest peak simulated (what to say when none fits)
-  int64_t skipped = 0;  // act-ckpt or offload where the same without it fits (not simulated)
-  int64_t refused = 0;  // refused by TrainConfig::validate (not simulated)
-  int64_t cap = 0;      // the cap applied, bytes per rank
-  double seconds = 0;   // wall time of the search
+  RecommendRow leanest;  // the least peak + headroom simulated (what to say when none fits)
+  int64_t skipped = 0;   // act-ckpt or offload where the same without it fits (not simulated)
+  int64_t refused = 0;   // refused by TrainConfig::validate (not simulated)
+  int64_t cap = 0;       // the cap applied, bytes per rank
+  double seconds = 0;    // wall time of the search
 };
 
 // The configurations the search covers for `o` on a cluster with `ranks_per_node` GPUs a node,

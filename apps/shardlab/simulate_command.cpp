@@ -60,6 +60,7 @@ SimulateResult run_simulation(TrainConfig cfg, std::ostream& out) {
   r.peak_bytes = t.peak_bytes;
   r.peak_by_category = t.peak_each_category;
   r.gpu_memory = spec.memory_bytes;
+  r.headroom = gpu_headroom(spec.headroom, cfg.engine, cfg.ranks, r.peak_bytes);
   const int64_t steps = static_cast<int64_t>(t.step_seconds.size());
   if (!t.run_dir.empty()) {
     const RunSummary s = compute_summary(read_run(t.run_dir));
@@ -89,8 +90,9 @@ SimulateResult run_simulation(TrainConfig cfg, std::ostream& out) {
     out << "  comm per step  sent per rank " << format_bytes(t.comm_bytes_per_step) << ", buffer "
         << format_bytes(t.comm_buffer_per_step) << " (the engine's collectives)\n";
   out << "  peak memory    " << format_bytes(r.peak_bytes) << " per rank, of "
-      << format_bytes(r.gpu_memory) << ": "
-      << (r.peak_bytes <= r.gpu_memory ? "fits" : "does NOT fit") << "\n";
+      << format_bytes(r.gpu_memory) << " with headroom " << format_bytes(r.headroom.total()) << ": "
+      << (r.fits() ? "fits" : "does NOT fit") << "\n";
+  out << "  headroom       " << r.headroom.describe() << " (--headroom; docs/simulate.md)\n";
   out << "  peak by category (each its own peak, per rank):\n";
   for (int c = 0; c < kNumMemCategories; ++c) {
     char line[96];

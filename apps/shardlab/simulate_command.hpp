@@ -6,6 +6,7 @@
 #include <iosfwd>
 #include <string>
 
+#include "core/fsdp/memory_plan.hpp"
 #include "core/memory/tracker.hpp"
 #include "core/train/trainer.hpp"
 
@@ -22,6 +23,9 @@ struct SimulateResult {
   int64_t peak_bytes = 0;       // the simulated rank's peak
   MemArray peak_by_category{};  // each category's own peak
   int64_t gpu_memory = 0;       // the cluster's memory per GPU
+  HeadroomBytes headroom;       // what the GPU holds beyond peak_bytes (the spec's headroom)
+  // The peak plus the headroom within the GPU's memory.
+  bool fits() const { return peak_bytes + headroom.total() <= gpu_memory; }
 };
 
 // cfg: `train`'s settings plus cluster (a preset or JSON file) or cluster_spec; backend and device

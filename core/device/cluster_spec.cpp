@@ -12,6 +12,7 @@
 #include "core/base/file_io.hpp"
 #include "core/base/json_read.hpp"
 #include "core/base/suggest.hpp"
+#include "core/memory/tracker.hpp"
 
 namespace shardlab {
 
@@ -22,6 +23,12 @@ namespace {
 // (the datasheets print twice these, "with sparsity"). Links are per GPU and per direction: the
 // datasheets give NVLink and PCIe as both directions together, InfiniBand per port and direction.
 // Latencies are not datasheet figures: they are typical per-message costs, marked as such.
+
+// The GPU presets' headroom: Headroom's defaults, whose sources cluster_spec.hpp names.
+// (One line: a macro cannot hold a raw string over several lines.)
+// clang-format off
+#define SHARDLAB_GPU_HEADROOM R"js(  "headroom": {"context_GiB": 1.15, "nccl_GiB_per_communicator": 1, "fragmentation": 0.017, "source": "CUDA context and allocator fragmentation measured with one rank on an H100 (docs/gpu.md); NCCL's buffers from its default sizes, not measured (docs/simulate.md)"})js"
+// clang-format on
 
 const char* kH100 = R"({
   "name": "h100-sxm",
@@ -35,7 +42,8 @@ const char* kH100 = R"({
   "inter_node": {"bandwidth_GBps": 50, "latency_us": 5},
   "host_link": {"bandwidth_GBps": 64, "latency_us": 5},
   "host": {"memory_bandwidth_GBps": 76.8,
-           "source": "DGX H100: 2x Xeon Platinum 8480C, 8 DDR5-4800 channels each (2 x 307 GB/s), shared by 8 GPUs"}
+           "source": "DGX H100: 2x Xeon Platinum 8480C, 8 DDR5-4800 channels each (2 x 307 GB/s), shared by 8 GPUs"},
+)" SHARDLAB_GPU_HEADROOM R"(
 })";
 
 const char* kA100 = R"({
@@ -50,7 +58,8 @@ const char* kA100 = R"({
   "inter_node": {"bandwidth_GBps": 25, "latency_us": 5},
   "host_link": {"bandwidth_GBps": 32, "latency_us": 5},
   "host": {"memory_bandwidth_GBps": 51.2,
-           "source": "DGX A100: 2x AMD EPYC 7742, 8 DDR4-3200 channels each (2 x 204.8 GB/s), shared by 8 GPUs"}
+           "source": "DGX A100: 2x AMD EPYC 7742, 8 DDR4-3200 channels each (2 x 204.8 GB/s), shared by 8 GPUs"},
+)" SHARDLAB_GPU_HEADROOM R"(
 })";
 
 const char* kA100_80 = R"({
@@ -65,7 +74,8 @@ const char* kA100_80 = R"({
   "inter_node": {"bandwidth_GBps": 25, "latency_us": 5},
   "host_link": {"bandwidth_GBps": 32, "latency_us": 5},
   "host": {"memory_bandwidth_GBps": 51.2,
-           "source": "DGX A100: 2x AMD EPYC 7742, 8 DDR4-3200 channels each (2 x 204.8 GB/s), shared by 8 GPUs"}
+           "source": "DGX A100: 2x AMD EPYC 7742, 8 DDR4-3200 channels each (2 x 204.8 GB/s), shared by 8 GPUs"},
+)" SHARDLAB_GPU_HEADROOM R"(
 })";
 
 const char* kH200 = R"({
@@ -80,17 +90,55 @@ const char* kH200 = R"({
   "inter_node": {"bandwidth_GBps": 50, "latency_us": 5},
   "host_link": {"bandwidth_GBps": 64, "latency_us": 5},
   "host": {"memory_bandwidth_GBps": 76.8,
-           "source": "DGX H200: 2x Xeon Platinum 8480C, 8 DDR5-4800 channels each (2 x 307 GB/s), shared by 8 GPUs"}
+           "source": "DGX H200: 2x Xeon Platinum 8480C, 8 DDR5-4800 channels each (2 x 307 GB/s), shared by 8 GPUs"},
+)" SHARDLAB_GPU_HEADROOM R"(
+})";
+
+const char* kB200 = R"({
+  "name": "b200",
+  "source": "NVIDIA Blackwell datasheet, HGX B200 (per GPU: FP32 75 TFLOPS, TF32 2.2 and BF16 4.5 PFLOPS with sparsity, i.e. 1100 and 2250 dense; 180 GB HBM3e at 7.7 TB/s; NVLink 5 1.8 TB/s; PCIe Gen5 128 GB/s), NVIDIA DGX B200 datasheet (8 GPUs per node, 8x ConnectX-7 at 400 Gb/s, one per GPU). Latencies are assumptions (typical NCCL per-step latency), not datasheet figures.",
+  "nodes": 512,
+  "ranks_per_node": 8,
+  "gpu": {"name": "B200 180GB",
+          "peak_tflops": {"fp32": 75, "tf32": 1100, "bf16": 2250},
+          "memory_GiB": 180, "memory_bandwidth_GBps": 7700},
+  "intra_node": {"bandwidth_GBps": 900, "latency_us": 2},
+  "inter_node": {"bandwidth_GBps": 50, "latency_us": 5},
+  "host_link": {"bandwidth_GBps": 64, "latency_us": 5},
+  "host": {"memory_bandwidth_GBps": 89.6,
+           "source": "DGX B200: 2x Xeon Platinum 8570, 8 DDR5-5600 channels each (2 x 358.4 GB/s), shared by 8 GPUs"},
+)" SHARDLAB_GPU_HEADROOM R"(
 })";
 
 struct Preset {
   const char* name;
   const char* json;
 };
-const Preset kPresets[] = {
-    {"h100-sxm", kH100}, {"h200", kH200}, {"a100-40gb", kA100}, {"a100-80gb", kA100_80}};
+const Preset kPresets[] = {{"h100-sxm", kH100},
+                           {"h200", kH200},
+                           {"b200", kB200},
+                           {"a100-40gb", kA100},
+                           {"a100-80gb", kA100_80}};
 
 constexpr int64_t kMaxClusterFileBytes = int64_t(16) << 20;
+
+// ---- fabrics: the link between nodes, per GPU (one NIC per GPU, as the DGX nodes have) -------
+// Rates are the standards' line rates per direction; latencies are assumptions: the presets'
+// 5 us for InfiniBand (verbs, GPUDirect RDMA), more for RoCE's switches, and a TCP stack's tens
+// of microseconds for plain Ethernet (NCCL's socket transport).
+struct Fabric {
+  const char* name;
+  double gbps;  // Gbit/s per GPU and direction
+  double latency_us;
+  const char* what;
+};
+const Fabric kFabrics[] = {
+    {"ndr400", 400, 5, "InfiniBand NDR, 400 Gb/s per GPU"},
+    {"hdr200", 200, 5, "InfiniBand HDR, 200 Gb/s per GPU"},
+    {"roce400", 400, 8, "RoCE v2 Ethernet, 400 Gb/s per GPU"},
+    {"eth100", 100, 30, "Ethernet over TCP, 100 Gb/s per GPU"},
+    {"eth25", 25, 30, "Ethernet over TCP, 25 Gb/s per GPU"},
+};
 
 // ---- strict reads -----------------------------------------------------------------------------
 
@@ -124,8 +172,10 @@ constexpr Range kEfficiencyRange = {1e-3, 1, "of peak"};      // a fraction
 constexpr Range kHalfDimRange = {0, 1e6, "elements"};
 constexpr Range kLaunchRange = {0, 1e6, "us"};
 constexpr Range kTreeBytesRange = {0, 1125899906842624.0, "bytes"};  // 2^50
-constexpr int kMaxCount = 1 << 20;                                   // nodes, ranks per node
-constexpr int64_t kMaxClusterRanks = int64_t(1) << 24;               // nodes x ranks_per_node
+constexpr Range kHeadroomRange = {0, 1e6, "GiB"};                    // at most the memory's range
+constexpr Range kFragmentationRange = {0, 1, "of the peak"};
+constexpr int kMaxCount = 1 << 20;                      // nodes, ranks per node
+constexpr int64_t kMaxClusterRanks = int64_t(1) << 24;  // nodes x ranks_per_node
 
 // A finite number inside `r`; the message names the field, the value and the range.
 double number(const nlohmann::json& j, const std::string& key, const std::string& path,
@@ -138,7 +188,8 @@ double number(const nlohmann::json& j, const std::string& key, const std::string
     SL_THROW(InvalidArgument, where, ": field '", path, "' = ", v.dump(), " must be ",
              r.lo > 0 ? "> 0" : ">= 0");
   if (r.hi == 1 && r.lo < 1 && x > 1)
-    SL_THROW(InvalidArgument, where, ": field '", path, "' = ", v.dump(), " must be in (0, 1]");
+    SL_THROW(InvalidArgument, where, ": field '", path, "' = ", v.dump(), " must be in ",
+             r.lo > 0 ? "(0, 1]" : "[0, 1]");
   if (x < r.lo || x > r.hi)
     SL_THROW(InvalidArgument, where, ": field '", path, "' = ", v.dump(),
              " is outside the physical range [", r.lo, ", ", r.hi, "] ", r.unit);
@@ -296,7 +347,7 @@ ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where
   check_keys(
       j, "",
       {"name", "nodes", "ranks_per_node", "devices_per_node", "gpu", "intra_node", "inter_node",
-       "host_link", "host", "async_progress", "attention_causal_block", "efficiency"},
+       "host_link", "host", "async_progress", "attention_causal_block", "headroom", "efficiency"},
       where);
   ClusterSpec c;
   c.json = j;
@@ -353,6 +404,26 @@ ClusterSpec parse_cluster_spec(const nlohmann::json& j, const std::string& where
                ": field 'attention_causal_block' must be a whole number of positions >= 0, not ",
                v.dump());
     c.attention_causal_block = v.get<int>();
+  }
+  if (j.contains("headroom")) {
+    const nlohmann::json& h = object(j, "headroom", where);
+    check_keys(h, "headroom", {"context_GiB", "nccl_GiB_per_communicator", "fragmentation"}, where);
+    const auto gib = [&](const char* key, int64_t& out) {
+      if (h.contains(key))
+        out = Headroom::gib(number(h, key, std::string("headroom.") + key, where, kHeadroomRange));
+    };
+    gib("context_GiB", c.headroom.context_bytes);
+    gib("nccl_GiB_per_communicator", c.headroom.nccl_bytes_per_communicator);
+    if (h.contains("fragmentation"))
+      c.headroom.fragmentation =
+          number(h, "fragmentation", "headroom.fragmentation", where, kFragmentationRange);
+    if (c.headroom.context_bytes + c.headroom.nccl_bytes_per_communicator >= c.memory_bytes)
+      SL_THROW(InvalidArgument, where,
+               ": fields 'headroom.context_GiB' + "
+               "'headroom.nccl_GiB_per_communicator' (",
+               format_bytes(c.headroom.context_bytes), " + ",
+               format_bytes(c.headroom.nccl_bytes_per_communicator),
+               ") leave nothing of gpu.memory_GiB (", format_bytes(c.memory_bytes), ")");
   }
   if (j.contains("efficiency")) {
     const nlohmann::json& e = object(j, "efficiency", where);
@@ -412,6 +483,12 @@ std::string cluster_preset_json(const std::string& name) {
            ", this-machine; or a JSON file)");
 }
 
+std::vector<std::string> fabric_names() {
+  std::vector<std::string> names;
+  for (const Fabric& f : kFabrics) names.push_back(f.name);
+  return names;
+}
+
 namespace {
 
 // The spec's JSON and what messages call it.
@@ -430,6 +507,45 @@ std::pair<nlohmann::json, std::string> cluster_json(const std::string& name_or_p
 }
 
 }  // namespace
+
+void apply_headroom_option(const std::string& text, nlohmann::json& spec) {
+  const std::string usage =
+      " (--headroom none, or any of context=SIZE,nccl=SIZE,fragmentation=FRACTION, e.g. "
+      "context=1GiB,nccl=512MiB,fragmentation=0.02)";
+  nlohmann::json& h = spec["headroom"];
+  if (!h.is_object()) h = nlohmann::json::object();
+  if (text == "none") {
+    h = {{"context_GiB", 0}, {"nccl_GiB_per_communicator", 0}, {"fragmentation", 0}};
+    return;
+  }
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq),
+                      value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    if (eq == std::string::npos || value.empty())
+      SL_THROW(InvalidArgument, "--headroom '", text, "': '", item, "' is not KEY=VALUE", usage);
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    if (key == "context" || key == "nccl") {
+      const double bytes = static_cast<double>(parse_bytes(value, "--headroom " + key));
+      h[key == "context" ? "context_GiB" : "nccl_GiB_per_communicator"] = bytes / kGiB;
+    } else if (key == "fragmentation") {
+      char* end = nullptr;
+      double f = std::strtod(value.c_str(), &end);
+      if (end != value.c_str() && *end == '%' && end[1] == '\0') {
+        f /= 100;
+      } else if (end == value.c_str() || *end != '\0') {
+        SL_THROW(InvalidArgument, "--headroom fragmentation '", value,
+                 "': not a number (a fraction of the peak, 0.02, or a percentage, 2%)");
+      }
+      h["fragmentation"] = f;
+    } else {
+      SL_THROW(InvalidArgument, "--headroom '", text, "': unknown key '", key, "'",
+               did_you_mean(key, {"context", "nccl", "fragmentation"}), usage);
+    }
+  }
+}
 
 ClusterSpec load_cluster_spec(const std::string& name_or_path) {
   return load_cluster_spec(name_or_path, ClusterOverrides{});
@@ -457,6 +573,30 @@ ClusterSpec load_cluster_spec(const std::string& name_or_path, const ClusterOver
     std::ostringstream g;
     g << ov.inter_node_gbps;
     changed += " --inter-node-gbps " + g.str();
+  }
+  if (!ov.fabric.empty()) {
+    if (ov.inter_node_gbps > 0)
+      SL_THROW(InvalidArgument, "--fabric ", ov.fabric,
+               " with --inter-node-gbps: both set the link between nodes; give one");
+    const Fabric* f = nullptr;
+    for (const Fabric& k : kFabrics)
+      if (ov.fabric == k.name) f = &k;
+    if (!f) {
+      std::string known;
+      for (const Fabric& k : kFabrics) known += std::string(known.empty() ? "" : ", ") + k.name;
+      SL_THROW(InvalidArgument, "--fabric '", ov.fabric, "': unknown",
+               did_you_mean(ov.fabric, fabric_names()), " (known: ", known, ")");
+    }
+    // A fresh link: per-collective regimes measured on another link would not hold on this one.
+    j["inter_node"] = {
+        {"bandwidth_GBps", f->gbps / 8.0},
+        {"latency_us", f->latency_us},
+        {"source", std::string(f->what) + " (--fabric; the latency is an assumption)"}};
+    changed += std::string(" --fabric ") + f->name;
+  }
+  if (!ov.headroom.empty()) {
+    apply_headroom_option(ov.headroom, j);
+    changed += " --headroom " + ov.headroom;
   }
   if (j.contains("name") && j["name"].is_string())
     j["name"] = j["name"].get<std::string>() + " with" + changed;

@@ -15,6 +15,8 @@
 //     per-collective alpha-beta regimes, optional; see Link)
 //    "host_link":  {"bandwidth_GBps": 64, "latency_us": 10},
 //    "host": {"memory_bandwidth_GBps": 76.8},                  // optional: per GPU's share
+//    "headroom": {"context_GiB": 1.15, "nccl_GiB_per_communicator": 1,
+//                 "fragmentation": 0.017},                     // optional, see Headroom
 //    "efficiency": {...}}                                      // optional, see CostModel
 #pragma once
 
@@ -81,6 +83,33 @@ struct CostModel {
   double tree_allreduce_max_bytes = 256 * 1024;  // all-reduces up to this size may use a tree
 };
 
+// What a GPU holds beyond the bytes the engine's tracker counts, for "fits" (docs/simulate.md,
+// "Fits: the GPU's headroom"): the CUDA context with cuBLAS loaded, NCCL's buffers for each
+// communicator a rank uses, and the caching allocator's rounding and cached blocks, a fraction of
+// the tracked peak. Optional in a spec ("headroom": {"context_GiB", "nccl_GiB_per_communicator",
+// "fragmentation"}); a spec without it gets the defaults, a GPU's. `shardlab calibrate` writes
+// zeros: the CPU device allocates what the tracker counts, and train's --mem-limit compares the
+// tracker's bytes. Sources of the defaults:
+//   context 1.15 GiB: docs/gpu.md, one rank on an H100 80GB HBM3 (CUDA 13.0): the driver's used
+//     memory minus the pool's reserved bytes, 15.42 - 14.27 GiB.
+//   NCCL 1 GiB per communicator: NCCL's default buffers are 9.19 MiB per connection and channel
+//     (NCCL_BUFFSIZE 4 MiB + LL128 4.69 MiB + LL 0.5 MiB, src/init.cc), a ring holds 2
+//     connections per channel and a tree up to 4, at up to 32 channels on NVLink; NVIDIA/nccl#1685
+//     reports 1.06 GB per GPU on 8 x H100 after init. Not measured here (no multi-GPU machine).
+//   fragmentation 1.7%: docs/gpu.md, the pool's reserved over the tracker's peak on the H100
+//     (14.27 / 14.05 GiB in fp32, 14.68 / 14.43 in bf16: 1.6% and 1.7%).
+struct Headroom {
+  static constexpr double kDefaultContextGiB = 1.15;
+  static constexpr double kDefaultNcclGiB = 1.0;
+  static constexpr double kDefaultFragmentation = 0.017;
+  int64_t context_bytes = gib(kDefaultContextGiB);
+  int64_t nccl_bytes_per_communicator = gib(kDefaultNcclGiB);
+  double fragmentation = kDefaultFragmentation;  // of the tracked peak
+  static constexpr int64_t gib(double g) {
+    return static_cast<int64_t>(g * 1024.0 * 1024.0 * 1024.0 + 0.5);
+  }
+};
+
 struct ClusterSpec {
   std::string name;
   std::string source;  // where the figures come from
@@ -109,6 +138,7 @@ struct ClusterSpec {
   // 0, whole sequences, as a GPU runs them; the CPU's blocks for a spec of CPU ranks, which
   // `shardlab calibrate` writes. Optional ("attention_causal_block": an integer >= 0).
   int attention_causal_block = 0;
+  Headroom headroom;
   CostModel cost;
   nlohmann::json json;  // the spec as read (written into a simulated run's meta.json)
 
@@ -138,10 +168,23 @@ struct ClusterOverrides {
   int nodes = 0;               // --nodes
   int gpus_per_node = 0;       // --gpus-per-node: ranks_per_node (and devices_per_node if set)
   double inter_node_gbps = 0;  // --inter-node-gbps: the inter-node link per GPU, Gbit/s
-  bool empty() const { return nodes == 0 && gpus_per_node == 0 && inter_node_gbps == 0; }
+  std::string fabric;          // --fabric: the inter-node link by name (fabric_names); "" = keep
+  // --headroom: "none" (all zero) or comma-separated changes of the spec's headroom,
+  // "context=1GiB,nccl=512MiB,fragmentation=0.05" (parse_headroom_option); "" = keep.
+  std::string headroom;
+  bool empty() const {
+    return nodes == 0 && gpus_per_node == 0 && inter_node_gbps == 0 && fabric.empty() &&
+           headroom.empty();
+  }
 };
+// Applies --headroom's text to a spec's JSON ("headroom" object, in the spec's units), so that
+// the values are checked as a file's would be; throws InvalidArgument naming --headroom.
+void apply_headroom_option(const std::string& text, nlohmann::json& spec);
 ClusterSpec load_cluster_spec(const std::string& name_or_path, const ClusterOverrides& ov);
 std::vector<std::string> cluster_preset_names();
+// The fabrics --fabric names (ndr400, hdr200, roce400, eth100, eth25), each the link between
+// nodes per GPU: its rate, and a per-message latency that is an assumption (docs/simulate.md).
+std::vector<std::string> fabric_names();
 // The preset's JSON text; throws InvalidArgument for an unknown name.
 std::string cluster_preset_json(const std::string& name);
 

@@ -3,6 +3,7 @@
 #include "core/fsdp/memory_plan.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 
@@ -12,6 +13,7 @@
 #include "core/device/meta_device.hpp"
 #include "core/fsdp/engine.hpp"
 #include "core/fsdp/flat_param.hpp"
+#include "core/fsdp/mesh.hpp"
 #include "core/fsdp/wrap_policy.hpp"
 #include "core/trace/recorder.hpp"
 
@@ -188,6 +190,29 @@ void simulate_step(MemoryPlan& plan) {
 
 }  // namespace
 
+std::string HeadroomBytes::describe() const {
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.1f%%", 100.0 * fragmentation_fraction);
+  return "context " + format_bytes(context) + " + NCCL " + format_bytes(nccl) + " (" +
+         std::to_string(communicators) + (communicators == 1 ? " communicator" : " communicators") +
+         ") + fragmentation " + pct + " " + format_bytes(fragmentation);
+}
+
+int communicators_used(Strategy strategy, int world, int hybrid_group) {
+  const Mesh m = make_mesh(strategy, world, 0, hybrid_group);
+  return (m.shard_size > 1 ? 1 : 0) + (m.replica_size > 1 ? 1 : 0);
+}
+
+HeadroomBytes gpu_headroom(const Headroom& h, const EngineConfig& engine, int world, int64_t peak) {
+  HeadroomBytes b;
+  b.context = h.context_bytes;
+  b.communicators = communicators_used(engine.strategy, world, engine.hybrid_group);
+  b.nccl = h.nccl_bytes_per_communicator * b.communicators;
+  b.fragmentation_fraction = h.fragmentation;
+  b.fragmentation = static_cast<int64_t>(std::ceil(h.fragmentation * static_cast<double>(peak)));
+  return b;
+}
+
 MemoryPlan plan_memory(const PlanInput& in) {
   SL_CHECK(in.world >= 1, "plan: world size ", in.world, " must be at least 1");
   MemoryPlan plan;
@@ -226,6 +251,8 @@ MemoryPlan plan_memory(const PlanInput& in) {
         std::accumulate(plan.host_persistent.begin(), plan.host_persistent.end(), int64_t{0});
     SL_CHECK(kept == table, "plan: the engine keeps ", kept, " bytes between steps (both tiers), ",
              "the strategy table says ", table);
+    if (in.cluster)
+      plan.headroom = gpu_headroom(in.cluster->headroom, e, in.world, plan.peak_total());
     return plan;
   }
   // --offload, states only: the optimizer state (optim), and the parameter and gradient shards
@@ -252,31 +279,37 @@ std::string format_plan_table(const std::vector<MemoryPlan>& plans, bool decimal
   // With --offload a host peak column (before "fits", which covers both tiers); with a cluster
   // the step time, tokens/s and exposed communication. States-only plans have neither a
   // transient part nor a peak: their rows say "model states only" instead.
-  bool host = false, timed = false, states = false;
+  // On a cluster a headroom column too (before "fits", which counts it: HeadroomBytes).
+  bool host = false, timed = false, states = false, gpu = false;
   for (const MemoryPlan& p : plans) {
     host = host || p.input.engine.offload != Offload::none;
     timed = timed || p.step_s >= 0;
     states = states || p.states_only();
+    gpu = gpu || (p.input.cluster && !p.states_only());
   }
   const char* last = states ? "" : "fits";
-  char host_unit[32] = "";
+  // The optional columns' heads and units, each " %10s" as their cells are " %10.3f".
+  char host_head[32] = "", host_unit[32] = "", gpu_head[32] = "", gpu_unit[32] = "";
+  if (host) std::snprintf(host_head, sizeof host_head, " %10s", "host peak");
   if (host) std::snprintf(host_unit, sizeof host_unit, " %10s", uname);
+  if (gpu) std::snprintf(gpu_head, sizeof gpu_head, " %10s", "headroom");
+  if (gpu) std::snprintf(gpu_unit, sizeof gpu_unit, " %10s", uname);
   // Each line ends where its text does (no trailing blanks).
   const auto end_line = [&out] {
     while (!out.empty() && out.back() == ' ') out.pop_back();
     out += "\n";
   };
-  std::snprintf(line, sizeof line, "%-14s %4s %4s %10s %10s %10s %10s %10s %10s %10s %s %-4s",
+  std::snprintf(line, sizeof line, "%-14s %4s %4s %10s %10s %10s %10s %10s %10s %10s%s%s  %-4s",
                 "strategy", "N", "G", "params", "grads", "optim", "persist", "transient", "peak",
-                "padding", host ? "host peak " : "", last);
+                "padding", gpu_head, host_head, last);
   out += line;
   if (timed) {
     std::snprintf(line, sizeof line, " %10s %10s %10s", "step", "tokens/s", "exposed");
     out += line;
   }
   end_line();
-  std::snprintf(line, sizeof line, "%-14s %4s %4s %10s %10s %10s %10s %10s %10s %10s%s %-4s", "",
-                "", "", uname, uname, uname, uname, uname, uname, "bytes", host_unit, "");
+  std::snprintf(line, sizeof line, "%-14s %4s %4s %10s %10s %10s %10s %10s %10s %10s%s%s  %-4s", "",
+                "", "", uname, uname, uname, uname, uname, uname, "bytes", gpu_unit, host_unit, "");
   out += line;
   if (timed) {
     std::snprintf(line, sizeof line, " %10s %10s %10s", "ms", "all ranks", "comm ms");
@@ -285,8 +318,9 @@ std::string format_plan_table(const std::vector<MemoryPlan>& plans, bool decimal
   end_line();
   for (const MemoryPlan& p : plans) {
     const auto v = [&](int64_t b) { return static_cast<double>(b) / unit; };
-    char host_col[32] = "";
+    char host_col[32] = "", gpu_col[32] = "";
     if (host) std::snprintf(host_col, sizeof host_col, " %10.3f", v(p.host_peak_total()));
+    if (gpu) std::snprintf(gpu_col, sizeof gpu_col, " %10.3f", v(p.headroom.total()));
     char transient[32], peak[32];
     if (p.states_only()) {
       std::snprintf(transient, sizeof transient, "%10s", "-");
@@ -301,12 +335,12 @@ std::string format_plan_table(const std::vector<MemoryPlan>& plans, bool decimal
                            ? "-"
                            : (p.fits() ? "yes" : "NO");
     std::snprintf(
-        line, sizeof line, "%-14s %4d %4d %10.3f %10.3f %10.3f %10.3f %s %s %10lld%s  %-4s",
+        line, sizeof line, "%-14s %4d %4d %10.3f %10.3f %10.3f %10.3f %s %s %10lld%s%s  %-4s",
         strategy_name(p.input.engine.strategy), p.input.world, p.group,
         v(p.persistent[static_cast<int>(MemCategory::params)]),
         v(p.persistent[static_cast<int>(MemCategory::grads)]),
         v(p.persistent[static_cast<int>(MemCategory::optimizer_state)]), v(p.persistent_total()),
-        transient, peak, static_cast<long long>(p.padding_bytes), host_col, fits);
+        transient, peak, static_cast<long long>(p.padding_bytes), gpu_col, host_col, fits);
     out += line;
     if (timed && p.step_s >= 0) {
       std::snprintf(line, sizeof line, " %10.3f %10.0f %10.3f", p.step_s * 1e3, p.tokens_per_s(),

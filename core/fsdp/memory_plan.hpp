@@ -68,6 +68,23 @@ struct PlanInput {
 PlanInput plan_input(const EngineConfig& engine, int world, const Model& model, int batch,
                      int seq_len, int accum = 1);
 
+// What one rank needs beyond its tracked peak on a GPU whose spec has headroom `h`
+// (ClusterSpec::headroom): the context, NCCL's buffers for each communicator the strategy
+// communicates over, and the allocator's fragmentation as a fraction of the peak.
+struct HeadroomBytes {
+  int64_t context = 0, nccl = 0, fragmentation = 0;
+  int communicators = 0;
+  double fragmentation_fraction = 0;
+  int64_t total() const { return context + nccl + fragmentation; }
+  // "context 1.15 GiB + NCCL 1.00 GiB (1 communicator) + fragmentation 1.7% 1.02 GiB"
+  std::string describe() const;
+};
+// The communicators a rank of `strategy` on `world` ranks uses (a process group each, as PyTorch
+// creates them): its shard group if it has more than one rank, and its replica group likewise.
+// no_shard and the ZeRO stages and full_shard: 1 (0 on one rank); hybrid_shard with 1 < G < N: 2.
+int communicators_used(Strategy strategy, int world, int hybrid_group);
+HeadroomBytes gpu_headroom(const Headroom& h, const EngineConfig& engine, int world, int64_t peak);
+
 struct MemoryPlan {
   PlanInput input;
   int group = 1;              // shard group size used for padding and shards
@@ -88,6 +105,8 @@ struct MemoryPlan {
   double exposed_comm_s = -1;
   int64_t tokens = 0;
   double tokens_per_s() const { return step_s > 0 ? static_cast<double>(tokens) / step_s : 0; }
+  // With PlanInput::cluster: what the GPU holds beyond the tracked peak (all 0 without).
+  HeadroomBytes headroom;
 
   // A plan of a bare parameter count: persistent model states, no activations or gathered units,
   // so no peak to compare with a device (callers never say "fits" of it).
@@ -97,9 +116,10 @@ struct MemoryPlan {
   int64_t peak_total() const;  // persistent + transient
   MemArray peak_by_category() const;
   int64_t host_peak_total() const;  // host_persistent + host_transient
-  // Device peak within input.capacity and host peak within input.engine.host_mem_limit.
+  // Device peak plus headroom within input.capacity, and host peak within
+  // input.engine.host_mem_limit.
   bool fits() const {
-    return (input.capacity <= 0 || peak_total() <= input.capacity) &&
+    return (input.capacity <= 0 || peak_total() + headroom.total() <= input.capacity) &&
            (input.engine.host_mem_limit <= 0 || host_peak_total() <= input.engine.host_mem_limit);
   }
 };

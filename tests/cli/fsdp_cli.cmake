@@ -99,6 +99,8 @@ expect_error(plan_cluster_ranks "--ranks 12 is not a multiple"
              plan --model small --ranks 12 --cluster h100-sxm)
 # A shape override and a cluster: the step is timed.
 run_ok(timed plan --model small --n-layer 2 --ranks 8 --batch 2 --seq 64 --cluster h100-sxm)
-if(NOT timed MATCHES "tokens/s" OR NOT timed MATCHES "full_shard +8 +8 [^\n]* - +[0-9.]+ +[0-9]+ +[0-9.]+")
+# On a cluster "fits" compares the peak plus the GPU's headroom (its own column) with its memory.
+if(NOT timed MATCHES "tokens/s" OR NOT timed MATCHES "full_shard +8 +8 [^\n]* [0-9.]+ +yes +[0-9.]+ +[0-9]+ +[0-9.]+"
+   OR NOT timed MATCHES "fits: peak \\+ headroom <= 80.00 GiB \\(the GPU's memory\\)")
   message(FATAL_ERROR "plan --cluster lacks its time columns:\n${timed}")
 endif()

@@ -23,7 +23,7 @@ foreach(want "recommend: tiny \\([0-9.e+]+ parameters\\) on 16 ranks of h100-sxm
              "cap 80.00 GiB per rank \\(the GPU's memory\\)"
              "searched [0-9]+ configurations in [0-9.]+ s: [0-9]+ simulated, [0-9]+ over the cap"
              "the fastest 3 that fit, by predicted tokens/s"
-             "#1 peak [0-9.]+ [KMG]iB of 80.00 GiB \\([0-9]+%\\); step [0-9.]+ ms: compute [0-9.]+ ms, exposed comm [0-9.]+ ms"
+             "#1 peak [0-9.]+ [KMG]iB \\+ headroom [0-9.]+ [KMG]iB of 80.00 GiB \\([0-9]+%\\); step [0-9.]+ ms: compute [0-9.]+ ms, exposed comm [0-9.]+ ms"
              "the fastest that fits, per strategy")
   if(NOT out MATCHES "${want}")
     message(FATAL_ERROR "--recommend output lacks '${want}':\n${out}")
@@ -34,8 +34,9 @@ expect_first_row_reproduces(default "${out}")
 
 # A cap only full_shard fits (small on 16 ranks, bf16: its leanest configuration, prefetch 0,
 # act-ckpt, K 2, peaks at 15.28 MiB; shard_grad_op's at 19.40 MiB, hybrid G=8's at 18.51 MiB).
+# Caps of MiB leave no room for a GPU's headroom (GiB): these searches compare the tracked peak.
 run_ok(capped plan --recommend --model small --ranks 16 --seq 64 --cluster h100-sxm
-       --global-batch 32 --dtypes bf16 --mem-limit 17MiB --top 50)
+       --global-batch 32 --dtypes bf16 --mem-limit 17MiB --top 50 --headroom none)
 if(capped MATCHES "\n  [0-9]+ [^\n]*(no_shard|shard_optim|shard_grad_op|hybrid_shard)")
   message(FATAL_ERROR "a strategy other than full_shard was recommended under 17 MiB:\n${capped}")
 endif()
@@ -57,7 +58,7 @@ expect_first_row_reproduces(--wraps "${wraps}")
 # --offloads: an offload column, and the first row's command reproduces its prediction.
 # small on 2 ranks, bf16: nothing fits 30 MiB without offload (the leanest needs about 38 MiB).
 run_ok(offl plan --recommend --model small --ranks 2 --seq 64 --cluster h100-sxm --global-batch 4
-       --top 3 --dtypes bf16 --offloads none,optim,params --mem-limit 30MiB)
+       --top 3 --dtypes bf16 --offloads none,optim,params --mem-limit 30MiB --headroom none)
 if(NOT offl MATCHES "params/grads  offload\n" OR NOT offl MATCHES "\n  1 [^\n]* (optim|params)\n")
   message(FATAL_ERROR "--offloads under a 30 MiB cap: no offload column or row 1 not offloaded:\n${offl}")
 endif()

@@ -10,7 +10,7 @@ file(REMOVE_RECURSE ${WORK_DIR}/sim1)
 run_ok(out ${sim} --cluster h100-sxm --ranks 8 --run-dir sim1)
 foreach(want "parallel: full_shard on 8 ranks \\(sim" "predicted for 8 ranks on h100-sxm"
              "step time +[0-9.]+ ms" "tokens/s +[0-9]+" "MFU +[0-9.]+%" "exposed comm +[0-9.]+ ms"
-             "peak memory +[0-9.]+ [KMG]iB per rank, of 80.00 GiB: fits" "params_unsharded")
+             "peak memory +[0-9.]+ [KMG]iB per rank, of 80.00 GiB with headroom [0-9.]+ [KMG]iB: fits" "params_unsharded")
   if(NOT out MATCHES "${want}")
     message(FATAL_ERROR "simulate output lacks '${want}':\n${out}")
   endif()
@@ -119,3 +119,54 @@ expect_error(override_range "with --inter-node-gbps 1e\\+12: field 'inter_node.b
 expect_error(override_ranks "2 nodes x ranks_per_node 4 = 8 ranks"
              ${sim} --cluster h100-sxm --ranks 16 --nodes 2 --gpus-per-node 4)
 expect_error(override_needs_cluster "give --cluster" plan --model tiny --nodes 2)
+
+# ---- "fits" with the GPU's headroom (docs/simulate.md): shown, counted, and settable
+set(fit simulate --model gpt2 --steps 1 --batch 64 --seq 1024 --ranks 8 --trace off
+    --param-dtype bf16 --attention flash --cluster a100-80gb)
+run_ok(fit_default ${fit})
+if(NOT fit_default MATCHES "headroom +context 1.15 GiB \\+ NCCL 1.00 GiB \\(1 communicator\\) \\+ fragmentation 1.7% "
+   OR NOT fit_default MATCHES "of 80.00 GiB with headroom [0-9.]+ GiB: fits")
+  message(FATAL_ERROR "simulate does not show the preset's headroom:\n${fit_default}")
+endif()
+# The same peak with a context that leaves no room: no longer fits, and the cluster says why.
+run_ok(fit_tight ${fit} --headroom context=75GiB)
+if(NOT fit_tight MATCHES "does NOT fit" OR NOT fit_tight MATCHES "with --headroom context=75GiB")
+  message(FATAL_ERROR "--headroom context=75GiB still fits:\n${fit_tight}")
+endif()
+run_ok(fit_none ${fit} --headroom none)
+if(NOT fit_none MATCHES "with headroom 0 B: fits")
+  message(FATAL_ERROR "--headroom none left some headroom:\n${fit_none}")
+endif()
+expect_error(headroom_key "--headroom 'contxt=1GiB': unknown key 'contxt'"
+             ${sim} --cluster h100-sxm --ranks 8 --headroom contxt=1GiB)
+expect_error(headroom_value "--headroom fragmentation 'lots': not a number"
+             ${sim} --cluster h100-sxm --ranks 8 --headroom fragmentation=lots)
+expect_error(headroom_range "field 'headroom.fragmentation' = 2.0 must be in \\[0, 1\\]"
+             ${sim} --cluster h100-sxm --ranks 8 --headroom fragmentation=2)
+expect_error(headroom_all "leave nothing of gpu.memory_GiB"
+             ${sim} --cluster h100-sxm --ranks 8 --headroom context=80GiB)
+# hybrid_shard uses two communicators (its shard and replica groups), full_shard one.
+run_ok(fit_hsdp simulate --model tiny --steps 1 --batch 16 --seq 32 --ranks 16 --trace off
+       --cluster h100-sxm --strategy hybrid_shard --hybrid-group 8)
+if(NOT fit_hsdp MATCHES "NCCL 2.00 GiB \\(2 communicators\\)")
+  message(FATAL_ERROR "hybrid_shard's headroom does not count two communicators:\n${fit_hsdp}")
+endif()
+
+# ---- fabrics by name: a slower one is slower; one link setting at a time
+run_ok(ndr ${big} --fabric ndr400)
+run_ok(eth ${big} --fabric eth25)
+string(REGEX MATCH "tokens/s +([0-9]+)" m "${ndr}")
+set(ndr_tps ${CMAKE_MATCH_1})
+string(REGEX MATCH "tokens/s +([0-9]+)" m "${eth}")
+set(eth_tps ${CMAKE_MATCH_1})
+if(NOT eth MATCHES "with --fabric eth25" OR NOT eth_tps LESS ndr_tps)
+  message(FATAL_ERROR "--fabric eth25 (${eth_tps} tokens/s) is not slower than ndr400 "
+                      "(${ndr_tps}):\n${eth}")
+endif()
+expect_error(fabric_unknown "--fabric 'ndr800': unknown" ${sim} --cluster h100-sxm --fabric ndr800)
+expect_error(fabric_twice "both set the link between nodes"
+             ${sim} --cluster h100-sxm --fabric hdr200 --inter-node-gbps 100)
+run_ok(b200 simulate --print-cluster b200)
+if(NOT b200 MATCHES "\"bf16\": 2250" OR NOT b200 MATCHES "\"headroom\"")
+  message(FATAL_ERROR "--print-cluster b200:\n${b200}")
+endif()
