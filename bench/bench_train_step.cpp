@@ -210,9 +210,10 @@ void bm_train_step(benchmark::State& state, Strategy strategy, const PresetRun* 
   state.counters["step_ms_median"] = 1e3 * median(times);
   set_bytes(state, "peak", static_cast<double>(rep.peak));
   for (int c = 0; c < kNumMemCategories; ++c)
-    set_bytes(state,
-              (std::string("peak_") + mem_category_name(static_cast<MemCategory>(c))).c_str(),
-              static_cast<double>(rep.at_peak[c]));
+    if (mem_category_shown(static_cast<MemCategory>(c), rep.at_peak[c]))
+      set_bytes(state,
+                (std::string("peak_") + mem_category_name(static_cast<MemCategory>(c))).c_str(),
+                static_cast<double>(rep.at_peak[c]));
   set_bytes(state, "persistent", static_cast<double>(rep.persistent));
   set_bytes(state, "formula",
             formula_persistent_bytes(strategy, static_cast<double>(rep.params), ranks,

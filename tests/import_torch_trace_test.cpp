@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/base/error.hpp"
 #include "core/base/file_io.hpp"
 #include "core/comm/comm_common.hpp"
@@ -270,4 +272,116 @@ TEST(ImportTorchTrace, BadTracesAreRefusedNamingTheFile) {
   write_file_atomic(dir + "/o7/keep.txt", "mine\n");
   expect_refused({kData + "fsdp2"}, dir + "/o7", "not an empty directory");
   EXPECT_EQ(read_text_file(dir + "/o7/keep.txt"), "mine\n");
+}
+
+// Memory: the [memory] events replayed block by block give the profiler's own total at every
+// event (so the peak is its peak), and each block's category is inferred from its phases.
+TEST(ImportTorchTrace, MemoryReplaysTheProfilersTotalsAndInfersCategories) {
+  for (const char* job : {"ddp", "fsdp1", "fsdp2"}) {
+    const std::string path = kData + job + "/rank0.json.gz";
+    const TorchRank r = read_torch_trace(path);
+    ASSERT_FALSE(r.mem.empty()) << job;
+    EXPECT_EQ(r.mem_device, "cpu");
+    EXPECT_EQ(r.mem_mismatches, 0) << job;
+    // The profiler's largest "Total Allocated" on the CPU from the first step on, read here with
+    // another JSON parser.
+    const nlohmann::json t = nlohmann::json::parse(gunzip(path));
+    double first = 1e300;
+    for (const auto& e : t["traceEvents"])
+      if (e.value("name", "").rfind("ProfilerStep#", 0) == 0)
+        first = std::min(first, e["ts"].get<double>());
+    int64_t reported = 0, events = 0;
+    for (const auto& e : t["traceEvents"])
+      if (e.value("name", "") == "[memory]" && e["args"]["Device Type"] == 0 &&
+          e["ts"].get<double>() >= first) {
+        reported = std::max(reported, e["args"]["Total Allocated"].get<int64_t>());
+        ++events;
+      }
+    EXPECT_EQ(r.mem_events, events) << job;
+    int64_t peak = 0;
+    for (const MemEvent& m : r.mem) peak = std::max(peak, m.total);
+    EXPECT_EQ(peak, reported) << job;
+    const auto blocks = [&](MemCategory c) { return r.mem_blocks[static_cast<int>(c)]; };
+    EXPECT_GT(blocks(MemCategory::activations), 0) << job;
+    EXPECT_GT(blocks(MemCategory::grads), 0) << job;
+    EXPECT_GT(blocks(MemCategory::workspace), 0) << job;
+    // Only FSDP2 labels its gathers: unsharded parameters are inferred there alone.
+    EXPECT_EQ(blocks(MemCategory::params_unsharded) > 0, std::string(job) == "fsdp2") << job;
+    EXPECT_EQ(blocks(MemCategory::params), 0) << job;  // allocated before the profiler started
+  }
+  // The run directory holds them, and the summary says they are inferred.
+  const std::string out = fresh("memory");
+  import_torch_traces({kData + "fsdp2"}, out);
+  const RunSummary s = compute_summary(read_run(out));
+  ASSERT_EQ(s.ranks.size(), 2u);
+  for (const RankSummary& rk : s.ranks) EXPECT_GT(rk.peak_total, 0);
+  std::ostringstream os;
+  print_summary(out, os);
+  EXPECT_NE(os.str().find("its categories inferred"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("peak by category"), std::string::npos) << os.str();
+}
+
+// The rules, on a trace made here: one block of each kind, and a free of what was held before.
+TEST(ImportTorchTrace, MemoryRulesPlaceEachBlock) {
+  const std::string dir = fresh("rules");
+  make_dirs(dir);
+  const auto x = [](const char* name, const char* cat, double ts, double dur) {
+    return nlohmann::json{{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", 1},
+                          {"tid", 1},  {"ts", ts},     {"dur", dur}};
+  };
+  const auto mem = [](double ts, int64_t bytes, uint64_t addr, int64_t total) {
+    return nlohmann::json{{"ph", "i"},
+                          {"name", "[memory]"},
+                          {"pid", 1},
+                          {"tid", 1},
+                          {"ts", ts},
+                          {"s", "t"},
+                          {"args",
+                           {{"Bytes", bytes},
+                            {"Addr", addr},
+                            {"Total Allocated", total},
+                            {"Total Reserved", 0},
+                            {"Device Type", 0},
+                            {"Device Id", -1}}}};
+  };
+  nlohmann::json ev = nlohmann::json::array(
+      {x("ProfilerStep#1", "user_annotation", 0, 1000), x("aten::mm", "cpu_op", 10, 100),
+       x("autograd::engine::evaluate_function: MmBackward0", "cpu_op", 300, 100),
+       x("Optimizer.step#AdamW.step", "user_annotation", 600, 100),
+       x("aten::_foreach_add_", "cpu_op", 610, 50),
+       // 1000 bytes held before the first event (its total less its bytes)
+       mem(20, 100, 0xA0, 1100),     // forward -> backward: activations
+       mem(20.5, 8, 0xD0, 1108),     // forward, freed in forward: workspace
+       mem(30, -50, 0xC0, 1058),     // a block from before the profiler: unattributed
+       mem(60, -8, 0xD0, 1050),      //
+       mem(320, 16, 0xE0, 1066),     // backward, kept: grads
+       mem(350, -100, 0xA0, 966),    //
+       mem(620, 200, 0xB0, 1166)});  // optimizer, kept: optimizer_state
+  nlohmann::json trace = {
+      {"distributedInfo", {{"rank", 0}, {"world_size", 1}, {"backend", "gloo"}}},
+      {"traceEvents", ev}};
+  write_file_atomic(dir + "/rank0.json", trace.dump());
+  const TorchRank r = read_torch_trace(dir + "/rank0.json");
+  EXPECT_EQ(r.mem_baseline, 1000);
+  EXPECT_EQ(r.mem_mismatches, 0);
+  const auto blocks = [&](MemCategory c) { return r.mem_blocks[static_cast<int>(c)]; };
+  EXPECT_EQ(blocks(MemCategory::activations), 1);
+  EXPECT_EQ(blocks(MemCategory::workspace), 1);
+  EXPECT_EQ(blocks(MemCategory::grads), 1);
+  EXPECT_EQ(blocks(MemCategory::optimizer_state), 1);
+  EXPECT_EQ(blocks(MemCategory::unattributed), 0);  // blocks; the baseline is not one
+  ASSERT_FALSE(r.mem.empty());
+  EXPECT_EQ(r.mem.front().category, MemCategory::unattributed);
+  EXPECT_EQ(r.mem.front().bytes, 1000);
+  EXPECT_EQ(r.mem.back().total, 1166);
+  // The unattributed baseline after its free: 950.
+  int64_t unattributed = -1;
+  for (const MemEvent& m : r.mem)
+    if (m.category == MemCategory::unattributed) unattributed = m.cat_total;
+  EXPECT_EQ(unattributed, 950);
+  // A total that disagrees with the replay is counted, not hidden.
+  ev[ev.size() - 1]["args"]["Total Allocated"] = 999;
+  trace["traceEvents"] = ev;
+  write_file_atomic(dir + "/rank0.json", trace.dump());
+  EXPECT_EQ(read_torch_trace(dir + "/rank0.json").mem_mismatches, 1);
 }

@@ -95,6 +95,7 @@ SimulateResult run_simulation(TrainConfig cfg, std::ostream& out) {
   out << "  headroom       " << r.headroom.describe() << " (--headroom; docs/simulate.md)\n";
   out << "  peak by category (each its own peak, per rank):\n";
   for (int c = 0; c < kNumMemCategories; ++c) {
+    if (!mem_category_shown(static_cast<MemCategory>(c), r.peak_by_category[c])) continue;
     char line[96];
     std::snprintf(line, sizeof line, "    %-18s %s\n",
                   mem_category_name(static_cast<MemCategory>(c)),

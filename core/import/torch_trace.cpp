@@ -15,6 +15,7 @@
 #include <set>
 #include <streambuf>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 #include <simdjson.h>
@@ -195,8 +196,19 @@ bool is_nccl_kernel(const Raw& e) {
   return e.cat == "kernel" && (starts_with(e.name, "ncclKernel") || starts_with(e.name, "ncclDev"));
 }
 
+// One "[memory]" instant event: an allocation (bytes > 0) or a free (< 0) of the block at `addr`
+// on a device (type 0 CPU, 1 CUDA), and the profiler's total on it after the change.
+struct MemRaw {
+  double ts = 0;  // us
+  int64_t bytes = 0;
+  uint64_t addr = 0;
+  int64_t total = -1;  // "Total Allocated" (-1: absent)
+  int device_type = -1, device_id = -1;
+};
+
 struct Parsed {
   std::vector<Raw> events;
+  std::vector<MemRaw> memory;
   json root = json::object();  // the trace's members other than its events
 };
 
@@ -271,6 +283,10 @@ std::string read_trace_padded(const std::string& path, size_t& length) {
 // while it lives); the shapes are parsed only for the events that need them.
 struct ArgsView {
   int64_t correlation = -1, in_nelems = -1, out_nelems = -1, group = -1;
+  // [memory] events
+  bool has_bytes = false;
+  int64_t bytes = 0, total_allocated = -1, device_type = -1, device_id = -1;
+  uint64_t addr = 0;
   std::string_view collective, dtype, input_dims, input_type;
 };
 
@@ -303,6 +319,17 @@ ArgsView read_args(od::object args) {
       a.input_dims = raw(v.get_array());
     else if (k == "Input type")
       a.input_type = raw(v.get_array());
+    else if (k == "Bytes") {
+      a.bytes = v.get_int64();
+      a.has_bytes = true;
+    } else if (k == "Addr")
+      a.addr = v.get_uint64();
+    else if (k == "Total Allocated")
+      a.total_allocated = v.get_int64();
+    else if (k == "Device Type")
+      a.device_type = v.get_int64();
+    else if (k == "Device Id")
+      a.device_id = v.get_int64();
   }
   return a;
 }
@@ -313,14 +340,16 @@ void read_event(od::value value, const std::string& path, Parsed& p) {
   od::object e;
   if (value.get_object().get(e) != simdjson::SUCCESS) return;  // not an object: not an event
   Raw r;
-  bool complete = false, tid = false;
+  bool complete = false, instant = false, tid = false;
   ArgsView args;
   for (auto field : e) {
     // Keys compared as they are in the text (the trace's keys have no escapes).
     const od::raw_json_string k = field.key();
     od::value v = field.value();
     if (k == "ph") {
-      complete = std::string_view(v.get_string()) == "X";
+      const std::string_view ph = v.get_string();
+      complete = ph == "X";
+      instant = ph == "i";
     } else if (k == "name") {
       r.name = std::string_view(v.get_string());
     } else if (k == "cat") {
@@ -337,6 +366,15 @@ void read_event(od::value value, const std::string& path, Parsed& p) {
       od::object o;
       if (v.get_object().get(o) == simdjson::SUCCESS) args = read_args(o);
     }
+  }
+  if (instant && r.name == "[memory]" && args.has_bytes) {
+    if (args.device_type < 0 || args.device_type > 1 << 16 || args.device_id < -1 ||
+        args.device_id > 1 << 16)
+      SL_THROW(IoError, path, ": a [memory] event of device type ", args.device_type, " id ",
+               args.device_id);
+    p.memory.push_back({r.ts, args.bytes, args.addr, args.total_allocated,
+                        static_cast<int>(args.device_type), static_cast<int>(args.device_id)});
+    return;
   }
   if (!complete || !tid) return;
   if (r.cat == "kernel" || r.cat == "cuda_runtime" || r.cat == "cuda_driver")
@@ -502,6 +540,7 @@ class RankTimeline {
 
   void map_cpu();
   void map_gpu();
+  void map_memory();
 
  private:
   static bool by_start(const Raw* a, const Raw* b) {
@@ -704,6 +743,184 @@ void RankTimeline::map_gpu() {
   finish();
 }
 
+// Memory: the [memory] events of the rank's device replayed block by block (a block is an
+// allocation at an address until the free at that address). What the profiler reports is the
+// bytes and the total; the category of each block is inferred, by these rules, first match:
+//   comm_buffers      allocated while a collective was in flight (issue to end) and freed by
+//                     kCommSlackUs after it ended;
+//   params_unsharded  FSDP2: allocated while a unit was gathering (its all-gather to its copy-out)
+//                     and alive after its copy-out;
+//   activations       allocated in forward, freed after it in the same step (in backward, where
+//                     autograd drops what forward saved, or after: the batch, the loss);
+//   grads             allocated in backward and alive into the optimizer (freed there, in a later
+//                     step, or never);
+//   optimizer_state   allocated in the optimizer and alive after its step (freed in a later step,
+//                     or never): Adam's moments, created at the first step;
+//   workspace         allocated and freed within one phase of one step (temporaries);
+//   unattributed      the rest, and what was held before the first event (the first event's
+//                     "Total Allocated" less its bytes, or what later frees of blocks allocated
+//                     before need, whichever is larger).
+void RankTimeline::map_memory() {
+  constexpr double kCommSlackUs = 100;
+  const int type = r_.gpu ? 1 : 0;  // the profiler's device types: 0 CPU, 1 CUDA
+  std::map<int, int64_t> by_id;
+  for (const MemRaw& m : p_.memory)
+    if (m.device_type == type) ++by_id[m.device_id];
+  if (by_id.empty()) return;
+  int dev = by_id.begin()->first;  // the GPU with the most events: the rank's own
+  for (const auto& [id, n] : by_id)
+    if (n > by_id[dev]) dev = id;
+  r_.mem_device = r_.gpu ? "cuda:" + std::to_string(dev) : "cpu";
+  std::vector<const MemRaw*> ev;
+  for (const MemRaw& m : p_.memory)
+    if (m.device_type == type && m.device_id == dev && m.ts >= first_) ev.push_back(&m);
+  std::stable_sort(ev.begin(), ev.end(),
+                   [](const MemRaw* a, const MemRaw* b) { return a->ts < b->ts; });
+  if (ev.empty()) return;
+  r_.mem_events = static_cast<int64_t>(ev.size());
+
+  // The phases: compute spans by start (the phase at t is the last one begun), collectives by
+  // issue, FSDP2's gathering windows, the steps by start.
+  std::vector<const SpanEvent*> compute, comm;
+  for (const SpanEvent& sp : r_.spans) (sp.lane == Lane::compute ? compute : comm).push_back(&sp);
+  std::sort(compute.begin(), compute.end(),
+            [](const SpanEvent* a, const SpanEvent* b) { return a->t_start < b->t_start; });
+  std::sort(comm.begin(), comm.end(),
+            [](const SpanEvent* a, const SpanEvent* b) { return a->t_issue < b->t_issue; });
+  const auto phase_at = [&](int64_t t) -> std::string {
+    auto it = std::upper_bound(compute.begin(), compute.end(), t,
+                               [](int64_t x, const SpanEvent* c) { return x < c->t_start; });
+    return it == compute.begin() ? std::string() : (*std::prev(it))->op;
+  };
+  const auto comm_at = [&](int64_t t) -> const SpanEvent* {
+    auto it = std::upper_bound(comm.begin(), comm.end(), t,
+                               [](int64_t x, const SpanEvent* c) { return x < c->t_issue; });
+    for (int back = 0; it != comm.begin() && back < 16; ++back) {
+      --it;
+      if ((*it)->t_end >= t) return *it;
+    }
+    return nullptr;
+  };
+  std::vector<std::pair<int64_t, int64_t>> gathering;  // [gathering, unsharded] of a unit
+  {
+    std::map<int, int64_t> open;
+    for (const UnitEvent& u : r_.unit_events) {
+      if (u.state == UnitState::gathering) open[u.unit] = u.t;
+      if (u.state == UnitState::unsharded && open.count(u.unit)) {
+        gathering.emplace_back(open[u.unit], u.t);
+        open.erase(u.unit);
+      }
+    }
+  }
+  std::vector<int64_t> step_start;
+  for (const Raw* st : steps_) step_start.push_back(ns(st->ts));
+  const auto step_of = [&](int64_t t) {
+    return static_cast<int>(std::upper_bound(step_start.begin(), step_start.end(), t) -
+                            step_start.begin()) -
+           1;
+  };
+
+  struct Block {
+    int64_t t_alloc = 0, bytes = 0, t_free = -1;  // -1: never freed in the trace
+    std::string phase, free_phase;
+    int step = -1, free_step = -1;
+    const SpanEvent* comm = nullptr;
+  };
+  std::vector<Block> blocks;
+  std::unordered_map<uint64_t, size_t> open;
+  std::vector<std::pair<int64_t, int64_t>> before_frees;  // (t, bytes) of blocks from before
+  int64_t replay = 0;  // the bytes the events replayed add to the baseline, after each
+  std::vector<int64_t> replayed(ev.size());
+  for (size_t i = 0; i < ev.size(); ++i) {
+    const MemRaw& m = *ev[i];
+    const int64_t t = ns(m.ts);
+    if (m.bytes > 0) {
+      Block b;
+      b.t_alloc = t;
+      b.bytes = m.bytes;
+      b.phase = phase_at(t);
+      b.step = step_of(t);
+      b.comm = comm_at(t);
+      open[m.addr] = blocks.size();
+      blocks.push_back(std::move(b));
+    } else if (m.bytes < 0) {
+      auto it = open.find(m.addr);
+      if (it != open.end() && blocks[it->second].bytes == -m.bytes) {
+        Block& b = blocks[it->second];
+        b.t_free = t;
+        b.free_phase = phase_at(t);
+        b.free_step = step_of(t);
+        open.erase(it);
+      } else {
+        before_frees.emplace_back(t, -m.bytes);
+      }
+    }
+    replay += m.bytes;
+    replayed[i] = replay;
+  }
+  const auto category = [&](const Block& b) {
+    const bool freed = b.t_free >= 0;
+    if (b.comm && freed && static_cast<double>(b.t_free - b.comm->t_end) <= kCommSlackUs * 1000.0)
+      return MemCategory::comm_buffers;
+    for (const auto& [g0, g1] : gathering)
+      if (b.t_alloc >= g0 && b.t_alloc <= g1 && (!freed || b.t_free > g1))
+        return MemCategory::params_unsharded;
+    const bool later = !freed || b.free_step > b.step;
+    if (b.phase == "forward" && freed && b.free_step == b.step && b.free_phase != "forward")
+      return MemCategory::activations;
+    if (b.phase == "backward" && (later || b.free_phase == "optimizer")) return MemCategory::grads;
+    if (b.phase == "optimizer" && later) return MemCategory::optimizer_state;
+    if (freed && b.free_step == b.step && b.free_phase == b.phase && !b.phase.empty())
+      return MemCategory::workspace;
+    return MemCategory::unattributed;
+  };
+
+  // The changes in time order (allocations before frees at one time), then their totals.
+  struct Change {
+    int64_t t;
+    int64_t bytes;
+    MemCategory c;
+  };
+  std::vector<Change> changes;
+  changes.reserve(2 * blocks.size() + before_frees.size());
+  for (const Block& b : blocks) {
+    const MemCategory c = category(b);
+    ++r_.mem_blocks[static_cast<int>(c)];
+    changes.push_back({b.t_alloc, b.bytes, c});
+    if (b.t_free >= 0) changes.push_back({b.t_free, -b.bytes, c});
+  }
+  for (const auto& [t, bytes] : before_frees)
+    changes.push_back({t, -bytes, MemCategory::unattributed});
+  std::stable_sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) {
+    return a.t != b.t ? a.t < b.t : a.bytes > b.bytes;
+  });
+  // The baseline, held as unattributed from the first step on: what the first event's total
+  // says was held before it, or what the frees of blocks from before need so that no total goes
+  // below zero (on the CPU the profiler's total counts only what it saw), the larger.
+  const int64_t reported = ev.front()->total >= 0 ? ev.front()->total - ev.front()->bytes : 0;
+  int64_t low = 0, total = 0, unattributed = 0;
+  for (const Change& c : changes) {
+    total += c.bytes;
+    if (c.c == MemCategory::unattributed) unattributed += c.bytes;
+    low = std::min({low, total, unattributed});
+  }
+  const int64_t baseline = std::max(reported, -low);
+  r_.mem_baseline = baseline;
+  for (size_t i = 0; i < ev.size(); ++i)
+    if (ev[i]->total >= 0 && ev[i]->total != baseline + replayed[i]) ++r_.mem_mismatches;
+  MemArray cur{};
+  total = 0;
+  if (baseline > 0) {
+    cur[static_cast<int>(MemCategory::unattributed)] = total = baseline;
+    r_.mem.push_back({r_.start_ns, MemCategory::unattributed, baseline, baseline, baseline});
+  }
+  for (const Change& c : changes) {
+    cur[static_cast<int>(c.c)] += c.bytes;
+    total += c.bytes;
+    r_.mem.push_back({std::max(c.t, r_.start_ns), c.c, c.bytes, cur[static_cast<int>(c.c)], total});
+  }
+}
+
 }  // namespace
 
 TorchRank read_torch_trace(const std::string& path) {
@@ -735,6 +952,7 @@ TorchRank read_torch_trace(const std::string& path) {
     t.map_gpu();
   else
     t.map_cpu();
+  t.map_memory();
   return r;
 }
 
@@ -837,7 +1055,7 @@ std::vector<int> import_torch_traces(const std::vector<std::string>& traces,
   make_dirs(out_dir);
   std::vector<int> written;
   int64_t rs_as_ar = 0, unmatched = 0, unknown = 0;
-  json sources = json::array();
+  json sources = json::array(), memory = json::array();
   for (size_t row = 0; row < ranks.size(); ++row) {
     const TorchRank& r = ranks[row];
     const int k = static_cast<int>(row);
@@ -856,6 +1074,15 @@ std::vector<int> import_torch_traces(const std::vector<std::string>& traces,
       s.t -= t0;
       lines.emplace_back(s.t, step_line(k, s));
     }
+    for (const MemEvent& m : r.mem)
+      lines.emplace_back(m.t - t0, json({{"t", m.t - t0},
+                                         {"rank", k},
+                                         {"kind", "mem"},
+                                         {"category", mem_category_name(m.category)},
+                                         {"bytes", m.bytes},
+                                         {"cat_total", m.cat_total},
+                                         {"total", m.total}})
+                                       .dump());
     for (const UnitEvent& u : r.unit_events)
       lines.emplace_back(u.t - t0, json({{"t", u.t - t0},
                                          {"rank", k},
@@ -873,6 +1100,18 @@ std::vector<int> import_torch_traces(const std::vector<std::string>& traces,
     unmatched += r.unmatched_comm;
     unknown += r.comm_size_unknown;
     sources.push_back({{"row", k}, {"rank", r.rank}, {"trace", r.path}});
+    if (r.mem_events > 0) {
+      json blocks = json::object();
+      for (int c = 0; c < kNumMemCategories; ++c)
+        if (r.mem_blocks[c] > 0)
+          blocks[mem_category_name(static_cast<MemCategory>(c))] = r.mem_blocks[c];
+      memory.push_back({{"row", k},
+                        {"device", r.mem_device},
+                        {"events", r.mem_events},
+                        {"baseline_bytes", r.mem_baseline},
+                        {"total_mismatches", r.mem_mismatches},
+                        {"blocks_by_category", blocks}});
+    }
   }
   const bool gpu = ranks[0].gpu;
   json unit_list = json::array();
@@ -904,7 +1143,16 @@ std::vector<int> import_torch_traces(const std::vector<std::string>& traces,
         {"reduce_scatter_as_all_reduce", rs_as_ar},
         {"comm_without_issuing_call", unmatched},
         {"comm_size_unknown", unknown},
-        {"not_imported", "memory ([memory] events), losses, tokens"}}}};
+        {"memory",
+         memory.empty()
+             ? json("none: the traces have no [memory] events (profile with profile_memory=True)")
+             : json({{"categories",
+                      "inferred from when each block was allocated and freed (docs/import.md); "
+                      "unattributed: what the rules cannot place, and what was held before the "
+                      "first event (baseline_bytes)"},
+                     {"bytes", "measured: the profiler's allocations and frees"},
+                     {"ranks", memory}})},
+        {"not_imported", "losses, tokens"}}}};
   if (gpu && !ranks[0].device_name.empty()) meta["imported"]["gpu"] = ranks[0].device_name;
   write_file_atomic(join_path(out_dir, "meta.json"), meta.dump(2) + "\n", "import");
   // A finished run: its summary, as shardlab train leaves one.

@@ -24,7 +24,11 @@
 //   PyTorch) or the c10d call around the launch; a step ends with its last kernel.
 // A subset of a job's ranks (2 of 128) is imported as such: rows 0..K-1 of a K-rank run
 // directory, meta.json's "imported" naming each row's rank in the job and the job's size.
-// Not imported yet: memory ([memory] events), FSDP1's units.
+// - memory: the [memory] events (profile_memory=True) of the rank's device, each block's
+//   category inferred from when it was allocated and freed (rules in map_memory; meta.json and
+//   the summary say "inferred"), what the rules cannot place and what was held before the first
+//   event as "unattributed".
+// Not imported yet: FSDP1's units.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +58,16 @@ struct TorchRank {
   int64_t reduce_scatters_as_all_reduce = 0;
   int64_t unmatched_comm = 0;     // collectives with no c10d call found to issue them
   int64_t comm_size_unknown = 0;  // collectives whose size the trace does not hold ("op(?)")
+  // Memory, from the [memory] events of the rank's device (the GPU's on a GPU trace, else the
+  // CPU's): every allocation and free in time order, each block's category inferred from when it
+  // was allocated and freed (map_memory in torch_trace.cpp; docs/import.md). Times in ns on the
+  // host clock, not yet shifted. Empty without [memory] events (profile_memory=False).
+  std::vector<MemEvent> mem;
+  int64_t mem_events = 0;      // [memory] events of the device read
+  int64_t mem_baseline = 0;    // held before the first event, as unattributed
+  int64_t mem_mismatches = 0;  // events whose "Total Allocated" differs from the replayed total
+  MemArray mem_blocks{};       // blocks attributed to each category
+  std::string mem_device;      // "cpu", "cuda:0"
 };
 
 // Reads one trace. IoError naming the file for what is not a torch.profiler trace: not JSON (or

@@ -11,8 +11,8 @@ namespace shardlab {
 
 namespace {
 constexpr const char* kNames[kNumMemCategories] = {
-    "params",          "params_unsharded", "grads",        "grads_unsharded",
-    "optimizer_state", "activations",      "comm_buffers", "workspace"};
+    "params",      "params_unsharded", "grads",     "grads_unsharded", "optimizer_state",
+    "activations", "comm_buffers",     "workspace", "unattributed"};
 }
 
 const char* mem_category_name(MemCategory c) { return kNames[static_cast<int>(c)]; }

@@ -21,10 +21,19 @@ enum class MemCategory : uint8_t {
   activations,       // what forward saves for backward
   comm_buffers,      // collective staging
   workspace,         // scratch: logits, temporaries
+  // Imported runs only (shardlab import): bytes the importer's rules cannot place in the others,
+  // and what was allocated before the profiler started. The engine never allocates under it, so
+  // tables leave it out where it is zero (mem_category_shown).
+  unattributed,
 };
-inline constexpr int kNumMemCategories = 8;
+inline constexpr int kNumMemCategories = 9;
 
 const char* mem_category_name(MemCategory c);
+// Whether a list or table of categories shows `c` when it holds `bytes` (for a table: the most
+// any row holds): every category but unattributed, which shows only where it holds something.
+inline bool mem_category_shown(MemCategory c, int64_t bytes) {
+  return c != MemCategory::unattributed || bytes != 0;
+}
 // Throws InvalidArgument for an unknown name.
 MemCategory parse_mem_category(const std::string& s);
 

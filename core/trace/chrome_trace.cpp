@@ -147,11 +147,14 @@ void add_memory_events(const RankTrace& rt, int pid, std::vector<ChromeEvent>& e
        {std::pair<const char*, const std::vector<MemEvent>*>{"memory", &rt.mem},
         {"host memory", &rt.host_mem}}) {
     MemArray cur{};
+    bool unattributed = false;  // imported runs only: its counter where it has events
+    for (const MemEvent& m : *list) unattributed |= m.category == MemCategory::unattributed;
     for (const MemEvent& m : *list) {
       cur[static_cast<int>(m.category)] = m.cat_total;
       std::string e = event_head(name, "C", m.t, pid, 0);
       e += ",\"args\":{";
       for (int c = 0; c < kNumMemCategories; ++c) {
+        if (MemCategory(c) == MemCategory::unattributed && !unattributed) continue;
         if (c) e += ',';
         e += json_quoted(mem_category_name(static_cast<MemCategory>(c))) + ":" +
              std::to_string(cur[c]);

@@ -339,7 +339,8 @@ namespace {
 json mem_json(const MemArray& a) {
   json j = json::object();
   for (int c = 0; c < kNumMemCategories; ++c)
-    j[mem_category_name(static_cast<MemCategory>(c))] = a[c];
+    if (mem_category_shown(static_cast<MemCategory>(c), a[c]))
+      j[mem_category_name(static_cast<MemCategory>(c))] = a[c];
   return j;
 }
 
@@ -460,23 +461,36 @@ void print_imported(const json& meta, std::ostream& os) {
     os << "all " << held << " ranks of the job";
   const auto gpu = imp->find("gpu");
   if (gpu != imp->end() && gpu->is_string()) os << ", on " << gpu->get<std::string>();
+  const auto mem = imp->find("memory");
+  if (mem != imp->end() && mem->is_object())
+    os << "; memory from the profiler's [memory] events, its categories inferred (unattributed: "
+          "what the rules cannot place; docs/import.md)";
   const auto unknown = imp->find("comm_size_unknown");
   if (unknown != imp->end() && unknown->is_number_integer() && unknown->get<int64_t>() > 0)
     os << "; " << unknown->dump() << " collectives of a size the traces do not hold, as op(?)";
   os << "\n";
 }
 
-// Short column names for the eight categories, in MemCategory order.
-constexpr const char* kShortNames[kNumMemCategories] = {"params", "params_u", "grads",    "grads_u",
-                                                        "optim",  "activ",    "comm_buf", "work"};
+// Short column names of the categories, in MemCategory order.
+constexpr const char* kShortNames[kNumMemCategories] = {
+    "params", "params_u", "grads", "grads_u", "optim", "activ", "comm_buf", "work", "unattrib"};
 
 void print_mem_table(const char* title, const RunSummary& s, bool at_peak, std::ostream& os) {
   os << title << "\n";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%-5s", "rank");
   os << buf;
-  for (const char* n : kShortNames) {
-    std::snprintf(buf, sizeof buf, " %10s", n);
+  // A category's column shows when mem_category_shown says so of its largest value.
+  MemArray most{};
+  for (const RankSummary& r : s.ranks)
+    for (int c = 0; c < kNumMemCategories; ++c)
+      most[c] = std::max(most[c], (at_peak ? r.at_peak : r.peak)[c]);
+  const auto shown = [&](int c) {
+    return mem_category_shown(static_cast<MemCategory>(c), most[c]);
+  };
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    if (!shown(c)) continue;
+    std::snprintf(buf, sizeof buf, " %10s", kShortNames[c]);
     os << buf;
   }
   std::snprintf(buf, sizeof buf, " %10s\n", "total");
@@ -486,6 +500,7 @@ void print_mem_table(const char* title, const RunSummary& s, bool at_peak, std::
     os << buf;
     const MemArray& a = at_peak ? r.at_peak : r.peak;
     for (int c = 0; c < kNumMemCategories; ++c) {
+      if (!shown(c)) continue;
       std::snprintf(buf, sizeof buf, " %10s", format_bytes(a[c]).c_str());
       os << buf;
     }
@@ -598,7 +613,7 @@ void print_summary_table(const RunSummary& s, const json& meta, std::ostream& os
   }
   os << buf;
 
-  bool memory = false;  // an imported trace has no memory events (yet)
+  bool memory = false;  // a run imported without [memory] events has none
   for (const RankSummary& r : s.ranks) memory = memory || r.peak_total > 0;
   if (memory) {
     print_mem_table("peak by category", s, false, os);

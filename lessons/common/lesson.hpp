@@ -184,6 +184,7 @@ class Lesson {
     std::vector<MemRow> rows = mem_;
     // The categories the lesson does not predict, at their peak, and the overall peak.
     for (int c = 0; c < kNumMemCategories; ++c) {
+      if (MemCategory(c) == MemCategory::unattributed) continue;  // imported runs only
       bool predicted = false;
       for (const MemRow& m : mem_) predicted |= m.label == mem_category_name(MemCategory(c));
       if (!predicted)

@@ -15,6 +15,7 @@ constexpr Rgba kCategory[kNumMemCategories] = {
     {176, 122, 161, 255},  // activations: purple
     {237, 201, 72, 255},   // comm_buffers: yellow
     {156, 117, 95, 255},   // workspace: brown
+    {186, 176, 172, 255},  // unattributed (imported runs): warm grey
 };
 constexpr Rgba kOp[kNumOpKinds] = {
     {31, 119, 180, 255},   // forward: deep blue

@@ -40,7 +40,7 @@ MemorySeries build_memory_series(const std::vector<MemEvent>& events);
 inline constexpr std::array<MemCategory, kNumMemCategories> kStackOrder = {
     MemCategory::params,           MemCategory::grads,           MemCategory::optimizer_state,
     MemCategory::params_unsharded, MemCategory::grads_unsharded, MemCategory::activations,
-    MemCategory::comm_buffers,     MemCategory::workspace};
+    MemCategory::comm_buffers,     MemCategory::workspace,       MemCategory::unattributed};
 
 // Where each category's band sits in the stack (indexed by category): [bottom, bottom + cat).
 // The top of the last band in kStackOrder is the total.
