@@ -41,8 +41,16 @@ int64_t shared_host_scale(const ViewerState& s) {
 void show_memory_panel(ViewerState& s) {
   const int64_t v_max = shared_memory_scale(s);
   const int64_t host_max = shared_host_scale(s);
+  // Every category but unattributed (imported runs only), which is listed where a run holds it.
+  int64_t unattributed = 0;
+  for (const RunView& r : s.runs)
+    for (const auto& rank : r.run->model().ranks)
+      unattributed =
+          std::max(unattributed, rank.mem.peak_by_cat[static_cast<int>(MemCategory::unattributed)]);
   std::vector<LegendItem> legend;
-  for (MemCategory c : kStackOrder) legend.push_back({category_color(c), mem_category_name(c)});
+  for (MemCategory c : kStackOrder)
+    if (mem_category_shown(c, unattributed))
+      legend.push_back({category_color(c), mem_category_name(c)});
   for (size_t i = 0; i < s.runs.size(); ++i) {
     auto [rv, m, axis, panel] =
         begin_run_panel(s, i, s.layout.runs[i].memory, "Memory by category", "memory");
